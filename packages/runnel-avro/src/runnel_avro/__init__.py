@@ -1,0 +1,1 @@
+"""Avro serialization for Runnel (arrives with the codecs issue)."""

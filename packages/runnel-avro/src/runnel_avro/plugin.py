@@ -1,0 +1,1 @@
+"""The runnel-avro plugin; it registers nothing yet."""

@@ -1,0 +1,75 @@
+"""Background jobs: ``@app.task``, ``@app.timer`` and ``@app.crontab``."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+log = logging.getLogger("runnel.background")
+
+
+@dataclass(eq=False)
+class Job:
+    """A function the worker runs besides processors."""
+
+    func: Callable[[], Any]
+    kind: str  # "task", "timer" or "crontab"
+    on_leader: bool = False
+    interval: float | None = None
+    spec: str | None = None
+    timezone: ZoneInfo | None = None
+
+    @property
+    def name(self) -> str:
+        return getattr(self.func, "__qualname__", repr(self.func))
+
+    async def call(self) -> None:
+        """Run the function once: awaited if async, in a thread if not (never blocks the loop)."""
+        if inspect.iscoroutinefunction(self.func):
+            await self.func()
+        else:
+            await asyncio.to_thread(self.func)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Run on this job's schedule until ``stopping`` is set."""
+        if self.kind == "task":
+            await self._guarded()
+            return
+        while not stopping.is_set():
+            delay = self.next_delay(datetime.now(tz=self.timezone))
+            try:
+                async with asyncio.timeout(delay):
+                    await stopping.wait()
+                return
+            except TimeoutError:
+                pass
+            await self._guarded()
+
+    def next_delay(self, now: datetime) -> float:
+        if self.kind == "timer":
+            assert self.interval is not None
+            return self.interval
+        assert self.spec is not None
+        nxt = croniter(self.spec, now).get_next(datetime)
+        return max(0.0, (nxt - now).total_seconds())
+
+    async def _guarded(self) -> None:
+        try:
+            await self.call()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s %s raised", self.kind, self.name)
+
+
+def validate_crontab(spec: str) -> None:
+    if not croniter.is_valid(spec):
+        raise ValueError(f"invalid crontab spec {spec!r}")

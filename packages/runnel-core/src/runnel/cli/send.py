@@ -1,0 +1,97 @@
+"""``runnel send`` and ``runnel sendmany``: validate everything first, then send."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+import orjson
+from pydantic import ValidationError
+
+from runnel.cli.common import describe, load, load_plugins, plugin_option, run
+from runnel.stream import Stream
+
+CHUNK = 1000
+"""Events per round trip for sendmany; each chunk is written atomically."""
+
+PROGRESS_MIN = 10_000
+"""Show a progress bar on a terminal from this many events."""
+
+
+def _parse(stream: Stream, text: str, where: str) -> Any:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise click.ClickException(f"{where}malformed JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise click.ClickException(f"{where}expected a JSON object, got {type(value).__name__}")
+    try:
+        record = stream.validate(value)
+    except ValidationError as exc:
+        raise click.ClickException(f"{where}invalid {stream.record.__name__}: {describe(exc)}") from None
+    return record
+
+
+@click.command()
+@click.argument("target", metavar="MODULE:STREAM")
+@click.argument("event", metavar="JSON")
+@plugin_option
+def send(target: str, event: str, plugins: tuple[str, ...]) -> None:
+    """Send one event, given as a JSON object, to the stream MODULE:STREAM."""
+    load_plugins(plugins)
+    stream = load(target, Stream)
+    record = _parse(stream, event, "")
+    [xid] = run(stream.send(record), stream.app)
+    click.echo(xid.decode() if isinstance(xid, bytes) else xid)
+
+
+@click.command()
+@click.argument("target", metavar="MODULE:STREAM")
+@click.argument("source", metavar="FILE.jsonl", type=click.File("r", encoding="utf-8"))
+@plugin_option
+def sendmany(target: str, source: Any, plugins: tuple[str, ...]) -> None:
+    """Send the events of a JSON-lines file (one JSON object per line; - for stdin).
+
+    Every line is validated before anything is sent: on a bad line nothing is sent.
+    """
+    load_plugins(plugins)
+    stream = load(target, Stream)
+    records = []
+    for number, line in enumerate(source, 1):
+        if not line.strip():
+            continue
+        records.append(_parse(stream, line, f"line {number}: "))
+    if not records:
+        raise click.ClickException("no events to send (the input is empty)")
+    sent = run(_send_all(stream, records), stream.app)
+    click.echo(f"sent {sent} events to {stream.name}", err=True)
+
+
+async def _send_all(stream: Stream, records: list[Any]) -> int:
+    show = sys.stderr.isatty() and len(records) >= PROGRESS_MIN
+    sent = 0
+    with click.progressbar(length=len(records), label="sending", file=sys.stderr) if show else _Null() as bar:
+        for start in range(0, len(records), CHUNK):
+            chunk = records[start : start + CHUNK]
+            try:
+                await stream.send(*chunk)
+            except Exception as exc:
+                raise click.ClickException(
+                    f"sending failed after {sent} of {len(records)} events "
+                    f"(the first unsent is event {sent + 1}): {exc}"
+                ) from None
+            sent += len(chunk)
+            bar.update(len(chunk))
+    return sent
+
+
+class _Null:
+    def __enter__(self) -> _Null:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        pass

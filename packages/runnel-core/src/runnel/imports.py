@@ -1,0 +1,35 @@
+"""Importing user objects named as ``module:attribute`` (the CLI's MODULE:APP and friends)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+from runnel.exceptions import RunnelError
+
+
+class ImportTargetError(RunnelError):
+    """A ``MODULE:NAME`` could not be imported or does not name the expected object."""
+
+
+def import_object(target: str) -> Any:
+    """Import ``module.path:attr.path`` (the current directory is importable, like ``python -m``)."""
+    module_name, sep, attr_path = target.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise ImportTargetError(f"{target!r} is not of the form MODULE:NAME")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise ImportTargetError(f"cannot import module {module_name!r}") from exc
+        raise
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImportTargetError(f"module {module_name!r} has no attribute {attr_path!r}") from None
+    return obj

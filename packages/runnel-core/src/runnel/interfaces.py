@@ -1,0 +1,59 @@
+"""The interfaces users and plugins implement: serializers, compressors, middleware.
+
+They are plain base classes: subclass them, or write any object with the same methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runnel.types import Event
+
+class Compressor:
+    """Turns the serialized bytes of a record into fewer bytes, and back."""
+
+    name: str = "custom"
+
+    def compress(self, value: bytes) -> bytes:
+        raise NotImplementedError
+
+    def decompress(self, value: bytes) -> bytes:
+        raise NotImplementedError
+
+
+class Serializer:
+    """Turns a record's plain data (dicts, lists, strings, numbers) into bytes and back.
+
+    ``compressor``, when set, is applied after ``dumps`` and before ``loads``.
+    """
+
+    name: str = "custom"
+    compressor: Compressor | None = None
+
+    def dumps(self, value: Any) -> bytes:
+        raise NotImplementedError
+
+    def loads(self, value: bytes) -> Any:
+        raise NotImplementedError
+
+
+class Middleware:
+    """A stage in the pipeline between the fetched events and the processor function.
+
+    ``handler`` is an async generator. It iterates over ``parent`` (which yields an
+    :class:`~runnel.Event`, or a list of them when the processor uses ``take``) and yields
+    the same items on. Middleware run in the order given to ``@app.processor``.
+
+    When the processor fails while handling an item, the framework closes the pipeline:
+    ``GeneratorExit`` is raised at each middleware's ``yield``, so a ``finally:`` or
+    ``except GeneratorExit:`` around the ``yield`` sees the failure (re-raise it). The
+    framework waits for that clean-up before it restarts the processor or hands the
+    partition over. ``kwargs`` carries ``partition`` and ``context``;
+    ``context.exception`` is the exception that closed the pipeline, if any.
+    """
+
+    async def handler(self, parent: AsyncIterator[Any], **kwargs: Any) -> AsyncIterator[Any]:
+        async for item in parent:
+            yield item

@@ -1,0 +1,90 @@
+"""Forwarding events whose processing failed to a dead-letter stream."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from runnel.interfaces import Middleware
+from runnel.record import Record
+from runnel.types import Event, ExceptionPolicy
+
+if TYPE_CHECKING:
+    from runnel.processor import Processor
+    from runnel.stream import Stream
+
+log = logging.getLogger("runnel.dead_letter")
+
+
+class Dead(Record, primitive=True):
+    """A failed event of a non-primitive stream, kept as raw bytes (decoding may be what failed)."""
+
+    failed_at: str
+    partition: str
+    xid: str
+    data: bytes
+
+
+class DeadLetterMiddleware(Middleware):
+    """With ``ExceptionPolicy.IGNORE``, send events whose processing raised to ``self.sink``.
+
+    The sink is the one-partition stream ``dead.{source}``. A primitive source keeps its
+    record type, so dead events are exact copies; any other source gets :class:`Dead`
+    entries holding the stored bytes with the partition, id and failure time. Consume the
+    sink with a processor like any stream. If forwarding fails the event is not counted as
+    processed: it is tried again.
+    """
+
+    def __init__(self, source: Stream) -> None:
+        self.source = source
+        name = f"dead.{source.name}"
+        app = source.app
+        if source.record.is_primitive():
+            self.sink = app.stream(name, record=source.record, partition_by=source.partition_by, partition_count=1)
+        else:
+            self.sink = app.stream(name, record=Dead, partition_by="partition", partition_count=1)
+
+    def check_processor(self, processor: Processor) -> None:
+        if processor.exception_policy is not ExceptionPolicy.IGNORE:
+            log.warning(
+                "DeadLetterMiddleware on processor %s only forwards with ExceptionPolicy.IGNORE "
+                "(the policy is %s)", processor.name, processor.exception_policy.name,
+            )
+
+    async def handler(self, parent: AsyncIterator[Any], **kwargs: Any) -> AsyncIterator[Any]:
+        context = kwargs["context"]
+        async for item in parent:
+            try:
+                yield item
+            except GeneratorExit:
+                exc = context.exception
+                failed = isinstance(exc, Exception) and not isinstance(exc, asyncio.CancelledError)
+                if failed and context.policy is ExceptionPolicy.IGNORE:
+                    await self.forward(item if isinstance(item, list) else [item])
+                raise
+
+    async def forward(self, events: list[Event]) -> None:
+        key = self.sink.partitions[0].key
+        if self.source.record.is_primitive():
+            entries = [(key, dict(e.data)) for e in events]
+        else:
+            now = datetime.now(UTC).isoformat()
+            entries = [
+                (
+                    key,
+                    self.sink.encode(
+                        Dead(
+                            failed_at=now,
+                            partition=e.partition.key,
+                            xid=e.xid.decode(),
+                            data=e.data.get(b"data", b""),
+                        )
+                    ),
+                )
+                for e in events
+            ]
+        await self.source.app.transport.append(entries, maxlen=self.sink.partition_size)
+        log.warning("forwarded %d failed events to %s", len(events), self.sink.name)

@@ -1,0 +1,175 @@
+"""``Events``: what a processor function iterates over.
+
+Items flow from the partition's inbox through the processor's middleware to the
+processor. An item counts as processed when the processor asks for the next one (its loop
+iteration finished), and only then is it acknowledged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runnel.exceptions import RunnelError
+from runnel.types import Event, ExceptionPolicy, Partition
+
+if TYPE_CHECKING:
+    from runnel.processing.consumer import Consumer
+    from runnel.record import Record
+
+
+@dataclass
+class Context:
+    """Passed to middleware as ``context``: where they run, and why the pipeline closed."""
+
+    partition: Partition
+    processor: str
+    policy: ExceptionPolicy
+    exception: BaseException | None = None
+
+
+class Events:
+    """The events of one partition, in order, as the processor function receives them.
+
+    * ``async for event in events``: raw :class:`~runnel.Event` objects.
+    * ``async for record in events.records()``: decoded records.
+    * ``async for batch in events.take(n, within=s)``: lists of up to ``n`` events,
+      gathered for at most ``s`` seconds after the first; ``.records()`` for records.
+    """
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self.partition = consumer.partition
+        self.context = Context(
+            partition=consumer.partition,
+            processor=consumer.processor.name,
+            policy=consumer.processor.exception_policy,
+        )
+        self._generators: list[AsyncGenerator[Any, None]] = []
+        self.inflight: list[Event] = []
+        self.delivered = 0
+
+    def __repr__(self) -> str:
+        return f"<Events {self.partition!r}>"
+
+    # What the processor function uses.
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._pipeline(self._single())
+
+    def records(self) -> AsyncIterator[Record]:
+        return self._track(_decode_each(self._pipeline(self._single())))
+
+    def take(self, n: int, within: float) -> Batches:
+        if n < 1 or within < 0:
+            raise ValueError("take(n, within) needs n >= 1 and within >= 0")
+        return Batches(self, n, within)
+
+    # The pipeline.
+
+    def _pipeline(self, source: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+        if self._generators:
+            raise RunnelError("an Events object can be iterated only once")
+        gen = self._track(source)
+        for middleware in self._consumer.processor.middleware:
+            gen = self._track(
+                middleware.handler(gen, partition=self.partition, context=self.context)
+            )
+        return gen
+
+    def _track(self, gen: Any) -> Any:
+        self._generators.append(gen)
+        return gen
+
+    async def aclose(self, exception: BaseException | None = None) -> None:
+        """Close the pipeline from the processor's end inwards, so every middleware's
+        clean-up (``finally`` / ``except GeneratorExit``) runs before we go on."""
+        self.context.exception = exception
+        errors = []
+        for gen in reversed(self._generators):
+            try:
+                await gen.aclose()
+            except Exception as exc:  # a middleware's clean-up failed
+                errors.append(exc)
+        self._generators.clear()
+        if errors:
+            raise errors[0]
+
+    async def _single(self) -> AsyncGenerator[Event, None]:
+        consumer = self._consumer
+        inbox = consumer.inbox
+        acks = consumer.acks
+        while not consumer.stopping:
+            if not inbox.items:
+                await acks.flush()
+                if not await inbox.wait():
+                    return
+                if consumer.stopping:
+                    return
+            event = inbox.pop()
+            self.inflight = [event]
+            self.delivered += 1
+            yield event
+            self.inflight = []
+            if acks.add(event.xid):
+                await acks.flush()
+
+    async def _batches(self, n: int, within: float) -> AsyncGenerator[list[Event], None]:
+        consumer = self._consumer
+        inbox = consumer.inbox
+        acks = consumer.acks
+        while not consumer.stopping:
+            if not inbox.items:
+                await acks.flush()
+                if not await inbox.wait():
+                    return
+                if consumer.stopping:
+                    return
+            batch = [inbox.pop()]
+            deadline = time.monotonic() + within
+            while len(batch) < n and not consumer.stopping:
+                while inbox.items and len(batch) < n:
+                    batch.append(inbox.pop())
+                remaining = deadline - time.monotonic()
+                if len(batch) >= n or remaining <= 0:
+                    break
+                if not await inbox.wait(timeout=remaining):
+                    break
+            self.inflight = batch
+            self.delivered += 1
+            yield batch
+            self.inflight = []
+            flush = False
+            for event in batch:
+                flush = acks.add(event.xid) or flush
+            if flush:
+                await acks.flush()
+
+
+class Batches:
+    """``events.take(n, within)``: iterate for lists of events, or ``.records()`` for lists
+    of records."""
+
+    def __init__(self, events: Events, n: int, within: float) -> None:
+        self._events = events
+        self._n = n
+        self._within = within
+
+    def __aiter__(self) -> AsyncIterator[list[Event]]:
+        return self._events._pipeline(self._events._batches(self._n, self._within))
+
+    def records(self) -> AsyncIterator[list[Record]]:
+        events = self._events
+        return events._track(_decode_batches(self.__aiter__()))
+
+
+async def _decode_each(source: AsyncIterator[Event]) -> AsyncGenerator[Record, None]:
+    async for event in source:
+        yield event.record
+
+
+async def _decode_batches(source: AsyncIterator[list[Event]]) -> AsyncGenerator[list[Record], None]:
+    async for batch in source:
+        yield [event.record for event in batch]

@@ -1,0 +1,62 @@
+"""A bounded buffer of fetched events for one partition, between fetcher and consumer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from runnel.transport import PENDING_START
+from runnel.types import Event, Partition
+
+
+class Inbox:
+    """Holds at most about two reads' worth of events, so memory stays flat on any backlog.
+
+    ``position`` is where the fetcher reads next: first the partition's unacknowledged
+    entries from :data:`PENDING_START`, then new entries.
+    """
+
+    def __init__(self, partition: Partition, capacity: int, on_space: asyncio.Event) -> None:
+        self.partition = partition
+        self.capacity = capacity
+        self.items: deque[Event] = deque()
+        self.position: bytes = PENDING_START
+        self.closed = False
+        self._ready = asyncio.Event()
+        self._on_space = on_space
+
+    @property
+    def wants_more(self) -> bool:
+        return not self.closed and len(self.items) < self.capacity
+
+    def put(self, events: list[Event]) -> None:
+        self.items.extend(events)
+        if self.items:
+            self._ready.set()
+
+    def pop(self) -> Event:
+        event = self.items.popleft()
+        if len(self.items) < self.capacity:
+            self._on_space.set()
+        return event
+
+    def close(self) -> None:
+        """Stop accepting events and wake a waiting consumer."""
+        self.closed = True
+        self._ready.set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until an event is buffered; False when closed or timed out with none."""
+        while not self.items:
+            if self.closed:
+                return False
+            self._ready.clear()
+            if timeout is None:
+                await self._ready.wait()
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._ready.wait()
+                except TimeoutError:
+                    return bool(self.items)
+        return True

@@ -1,0 +1,103 @@
+"""The worker: one process running executors and background jobs until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from runnel.processing.executor import Executor
+
+if TYPE_CHECKING:
+    from runnel.app import App
+    from runnel.background import Job
+    from runnel.processor import Processor
+
+log = logging.getLogger("runnel.worker")
+
+
+class Worker:
+    """Runs the app's processors (or a chosen subset) and its background jobs.
+
+    ``SIGINT``/``SIGTERM`` start a graceful stop: no more fetching, in-flight iterations
+    get their ``grace_period``, finished events are acknowledged, and :meth:`run` returns
+    0. A second signal cancels everything at once. A ``HALT`` failure stops the worker the
+    same graceful way and :meth:`run` returns 1.
+    """
+
+    def __init__(self, app: App, processors: Sequence[Processor] | None = None) -> None:
+        self.app = app
+        self.processors = list(app.processors.values()) if processors is None else list(processors)
+        self.executors = [Executor(self, p) for p in self.processors]
+        self.exit_code = 0
+        self._stopping = asyncio.Event()
+        self._signals = 0
+
+    def is_leader(self) -> bool:
+        """Whether ``on_leader`` jobs run here (leader election arrives with multi-worker support)."""
+        return True
+
+    def stop(self, exit_code: int = 0, reason: str = "stop requested") -> None:
+        if self._stopping.is_set():
+            self.exit_code = max(self.exit_code, exit_code)
+            return
+        log.info("worker stopping: %s", reason)
+        self.exit_code = exit_code
+        self._stopping.set()
+        for executor in self.executors:
+            executor.stop()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        installed = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig, main)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):  # not the main thread
+                pass
+        try:
+            await self._run()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            await self.app.aclose()
+        return self.exit_code
+
+    async def _run(self) -> None:
+        jobs = [j for j in self.app.jobs if not j.on_leader or self.is_leader()]
+        log.info(
+            "worker starting: app=%s processors=%s jobs=%d",
+            self.app.name, ",".join(p.name for p in self.processors) or "-", len(jobs),
+        )
+        async with asyncio.TaskGroup() as tg:
+            running = [tg.create_task(e.run(), name=repr(e)) for e in self.executors]
+            background = [tg.create_task(self._job(j), name=j.name) for j in jobs]
+            await self._stopping.wait()
+            await asyncio.gather(*running, return_exceptions=True)
+            await self._finish_jobs(background)
+        log.info("worker stopped")
+
+    async def _job(self, job: Job) -> None:
+        await job.run(self._stopping)
+
+    async def _finish_jobs(self, tasks: list[asyncio.Task[None]]) -> None:
+        pending = [t for t in tasks if not t.done()]
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=self.app.settings.default_grace_period)
+        for task in late:
+            task.cancel()
+
+    def _on_signal(self, sig: signal.Signals, main: asyncio.Task[None] | None) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            self.stop(reason=f"received {sig.name}")
+        else:
+            log.warning("received %s again: cancelling everything now", sig.name)
+            self.exit_code = 1
+            if main is not None:
+                main.cancel()

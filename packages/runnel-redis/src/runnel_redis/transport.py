@@ -1,0 +1,128 @@
+"""The Redis Streams transport: XADD, XREADGROUP and XACK over redis-py's asyncio client."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from runnel.transport import Entry, Fields, Transport
+from runnel_redis import keys
+
+# Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
+# that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
+_RAW_REPLIES = ("XREADGROUP", "XAUTOCLAIM")
+
+
+class RedisTransport(Transport):
+    """Partitions are Redis streams; consumer groups are named after processors."""
+
+    def __init__(self, url: str, **client_options: Any) -> None:
+        self.url = url
+        self.redis = aioredis.Redis.from_url(url, decode_responses=False, **client_options)
+        for name in _RAW_REPLIES:
+            self.redis.response_callbacks.pop(name, None)
+        self._names: dict[bytes, str] = {}
+
+    def __repr__(self) -> str:
+        return f"<RedisTransport {self.redis.connection_pool!r}>"
+
+    def partition_key(self, app: str, stream: str, number: int) -> str:
+        return keys.partition(app, stream, number)
+
+    async def append(self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None) -> list[bytes]:
+        if len(entries) == 1:
+            key, fields = entries[0]
+            return [await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)]  # type: ignore[arg-type]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key, fields in entries:
+                pipe.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
+            return await pipe.execute()
+
+    async def ensure_group(self, keys: Sequence[str], group: str) -> None:
+        for key in keys:
+            try:
+                await self.redis.xgroup_create(key, group, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def adopt_pending(self, key: str, group: str, consumer: str) -> int:
+        summary = await self.redis.xpending(key, group)
+        others = sum(
+            int(c["pending"])
+            for c in summary.get("consumers") or []
+            if _text(c["name"]) != consumer
+        )
+        if not others:
+            return 0
+        cursor: Any = b"0-0"
+        while True:
+            reply = await self.redis.execute_command(
+                "XAUTOCLAIM", key, group, consumer, 0, cursor, "COUNT", 1000, "JUSTID"
+            )
+            cursor = reply[0]
+            if cursor in (b"0-0", "0-0"):
+                return others
+
+    async def read(
+        self,
+        group: str,
+        consumer: str,
+        positions: Mapping[str, bytes],
+        count: int,
+        block_ms: int | None,
+    ) -> list[tuple[str, list[Entry]]]:
+        args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
+        if block_ms is not None:
+            args += ["BLOCK", block_ms]
+        args.append("STREAMS")
+        args.extend(positions.keys())
+        args.extend(positions.values())
+        reply = await self.redis.execute_command(*args)
+        if not reply:
+            return []
+        out = []
+        names = self._names
+        # RESP3 replies are a map, RESP2 replies a list of pairs.
+        for raw_key, raw_entries in reply.items() if isinstance(reply, dict) else reply:
+            name = names.get(raw_key)
+            if name is None:
+                name = names[raw_key] = raw_key.decode()
+            entries: list[Entry] = []
+            for xid, flat in raw_entries:
+                if flat is None:
+                    entries.append((xid, None))
+                else:
+                    it = iter(flat)
+                    entries.append((xid, dict(zip(it, it, strict=True))))
+            out.append((name, entries))
+        return out
+
+    async def ack(self, group: str, ids: Mapping[str, Sequence[bytes]]) -> None:
+        if len(ids) == 1:
+            [(key, xids)] = ids.items()
+            await self.redis.execute_command("XACK", key, group, *xids)
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key, xids in ids.items():
+                if xids:
+                    pipe.execute_command("XACK", key, group, *xids)
+            await pipe.execute()
+
+    async def reset_group(self, keys: Sequence[str], group: str, start: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for key in keys:
+                pipe.xgroup_destroy(key, group)
+                pipe.xgroup_create(key, group, id=start, mkstream=True)
+            await pipe.execute()
+
+    async def aclose(self) -> None:
+        await self.redis.aclose()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+

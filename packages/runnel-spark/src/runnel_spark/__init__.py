@@ -1,0 +1,1 @@
+"""Runnel streams as a PySpark data source and sink (arrives with the Spark issue)."""

@@ -1,0 +1,1 @@
+"""The runnel-spark plugin; it registers nothing yet."""
