@@ -70,6 +70,17 @@ class Transport(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def last_delivered(self, keys: Sequence[str], group: str) -> dict[str, bytes]:
+        """The id of the newest entry delivered to ``group`` on each key."""
+
+    @abc.abstractmethod
+    async def wait_for_new(self, after: Mapping[str, bytes], block_ms: int) -> bool:
+        """Block until some key has an entry newer than its id in ``after`` (or time is up).
+
+        Changes no state, so it can be abandoned at any time; True if something arrived.
+        """
+
+    @abc.abstractmethod
     async def ack(self, group: str, ids: Mapping[str, Sequence[bytes]]) -> None:
         """Acknowledge entries, by key, in one round trip."""
 

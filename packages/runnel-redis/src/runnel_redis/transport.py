@@ -13,7 +13,7 @@ from runnel_redis import keys
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
-_RAW_REPLIES = ("XREADGROUP", "XAUTOCLAIM")
+_RAW_REPLIES = ("XREADGROUP", "XAUTOCLAIM", "XREAD")
 
 
 class RedisTransport(Transport):
@@ -100,6 +100,24 @@ class RedisTransport(Transport):
                     entries.append((xid, dict(zip(it, it, strict=True))))
             out.append((name, entries))
         return out
+
+    async def last_delivered(self, keys: Sequence[str], group: str) -> dict[str, bytes]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.xinfo_groups(key)
+            replies = await pipe.execute()
+        out = {}
+        for key, groups in zip(keys, replies, strict=True):
+            for info in groups:
+                if _text(info["name"]) == group:
+                    out[key] = info["last-delivered-id"]
+        return out
+
+    async def wait_for_new(self, after: Mapping[str, bytes], block_ms: int) -> bool:
+        reply = await self.redis.execute_command(
+            "XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", *after.keys(), *after.values()
+        )
+        return bool(reply)
 
     async def ack(self, group: str, ids: Mapping[str, Sequence[bytes]]) -> None:
         if len(ids) == 1:

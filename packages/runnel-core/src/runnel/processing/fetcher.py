@@ -19,37 +19,65 @@ MAX_BACKOFF = 5.0
 
 
 class Fetcher:
-    """Reads from every partition whose inbox has room, in one command per round.
+    """Reads every partition whose inbox has room, in one command per round.
 
     Each partition is read from its pending entries first (what an earlier owner read but
-    never acknowledged, in order) and then from new entries, blocking up to
-    ``read_timeout`` when nothing is waiting. A full inbox is left out of the next read, so
-    a slow partition never makes memory grow and never holds the others back.
+    never acknowledged, in order), then from new entries. A full inbox is left out of the
+    next read, so memory stays flat on any backlog and a slow partition never holds the
+    others back.
+
+    When everything is drained the read blocks (up to ``read_timeout``) on all partitions.
+    When some partitions are busy and the rest have nothing new, a read must not block
+    (the busy ones would starve), so the fetcher sleeps until a consumer makes room or the
+    watcher, on its own connection, sees a new entry on one of the quiet partitions.
     """
 
-    def __init__(self, executor: Executor, inboxes: dict[str, Inbox], space: asyncio.Event) -> None:
+    def __init__(self, executor: Executor, inboxes: dict[str, Inbox], wake: asyncio.Event) -> None:
         self.executor = executor
         self.inboxes = inboxes
-        self.space = space
+        self.wake = wake
+        self._watch: dict[str, bytes] = {}
+        self._armed = asyncio.Event()
+        self._stopping = False
+
+    def stop(self) -> None:
+        """Stop after the read in flight (at most ``read_timeout``); nothing read is lost,
+        since what is not yet processed stays pending in the group."""
+        self._stopping = True
+        self.wake.set()
+        self._armed.set()
 
     async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            watching = tg.create_task(self._watcher(), name="watcher")
+            await self._fetch()
+            watching.cancel()  # safe at any point: watching changes no state
+
+    async def _fetch(self) -> None:
         executor = self.executor
+        transport = executor.transport
         processor = executor.processor
+        inboxes = self.inboxes
+        last = await _retrying(lambda: transport.last_delivered(list(inboxes), executor.group))
+        for key, xid in last.items():
+            inboxes[key].last_id = xid
         backoff = 0.1
-        while True:
-            positions = {key: box.position for key, box in self.inboxes.items() if box.wants_more}
-            if not positions:
-                self.space.clear()
-                await self.space.wait()
+        while not self._stopping:
+            wanted = {key: box.position for key, box in inboxes.items() if box.wants_more}
+            if not wanted:
+                self.wake.clear()
+                if not self._stopping:
+                    await self.wake.wait()
                 continue
-            history = any(pos != NEW for pos in positions.values())
+            history = any(pos != NEW for pos in wanted.values())
+            idle = not history and len(wanted) == len(inboxes) and not any(b.items for b in inboxes.values())
             try:
-                result = await executor.transport.read(
+                result = await transport.read(
                     executor.group,
                     executor.consumer_name,
-                    positions,
+                    wanted,
                     processor.prefetch_count,
-                    None if history else processor.read_timeout,
+                    processor.read_timeout if idle else None,
                 )
             except Exception as exc:
                 log.warning("reading %s failed, retrying in %.1fs: %r", processor.stream.name, backoff, exc)
@@ -57,20 +85,46 @@ class Fetcher:
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             backoff = 0.1
+            got = False
             for key, entries in result:
-                box = self.inboxes.get(key)
-                if box is not None:
-                    await self._deliver(box, entries)
+                if entries:
+                    got = True
+                    await self._deliver(inboxes[key], entries)
             if history:
-                # A pending read that came back empty means the history is drained.
-                returned = {key for key, entries in result if entries}
-                for key, pos in positions.items():
-                    if pos != NEW and key not in returned:
-                        self.inboxes[key].position = NEW
+                # A pending read that came back empty means that history is drained.
+                for key, pos in wanted.items():
+                    if pos != NEW and not any(k == key and e for k, e in result):
+                        inboxes[key].position = NEW
+                continue
+            if got or idle:
+                continue
+            if any(box.wants_more for key, box in inboxes.items() if key not in wanted):
+                continue  # a consumer made room during the read
+            self.wake.clear()
+            if self._stopping:
+                break
+            self._watch = {key: inboxes[key].last_id for key in wanted}
+            self._armed.set()
+            await self.wake.wait()
+            if not self._stopping:
+                self._armed.clear()
+
+    async def _watcher(self) -> None:
+        """While armed, wait on its own connection for new entries on the quiet partitions."""
+        transport = self.executor.transport
+        block = self.executor.processor.read_timeout
+        while True:
+            await self._armed.wait()
+            if self._stopping:
+                return
+            try:
+                if await transport.wait_for_new(self._watch, block):
+                    self.wake.set()
+            except Exception as exc:
+                log.debug("watching for new events failed: %r", exc)
+                await asyncio.sleep(0.5)
 
     async def _deliver(self, box: Inbox, entries: list) -> None:
-        if not entries:
-            return
         trimmed = []
         events = []
         partition = box.partition
@@ -81,11 +135,27 @@ class Fetcher:
                 events.append(Event(partition, xid, fields))
         if box.position != NEW:
             box.position = entries[-1][0]
+        else:
+            box.last_id = entries[-1][0]
         if trimmed:
             # The stream was trimmed (partition_size) past entries nobody processed.
             log.error(
                 "%d unprocessed events of %r were trimmed away before they could be read "
-                "(partition_size too small for the backlog?)", len(trimmed), partition,
+                "(is partition_size too small for the backlog?)", len(trimmed), partition,
             )
-            await self.executor.transport.ack(self.executor.group, {box.partition.key: trimmed})
+            await self.executor.transport.ack(self.executor.group, {partition.key: trimmed})
         box.put(events)
+
+
+async def _retrying(call, attempts: int = 1_000_000):  # type: ignore[no-untyped-def]
+    backoff = 0.1
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            attempts -= 1
+            if attempts <= 0:
+                raise
+            log.warning("redis call failed, retrying in %.1fs: %r", backoff, exc)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)

@@ -16,14 +16,15 @@ class Inbox:
     entries from :data:`PENDING_START`, then new entries.
     """
 
-    def __init__(self, partition: Partition, capacity: int, on_space: asyncio.Event) -> None:
+    def __init__(self, partition: Partition, capacity: int, wake: asyncio.Event) -> None:
         self.partition = partition
         self.capacity = capacity
         self.items: deque[Event] = deque()
         self.position: bytes = PENDING_START
+        self.last_id: bytes = b"0-0"  # newest id delivered to the group: where "new" starts
         self.closed = False
         self._ready = asyncio.Event()
-        self._on_space = on_space
+        self._wake = wake
 
     @property
     def wants_more(self) -> bool:
@@ -37,7 +38,7 @@ class Inbox:
     def pop(self) -> Event:
         event = self.items.popleft()
         if len(self.items) < self.capacity:
-            self._on_space.set()
+            self._wake.set()
         return event
 
     def close(self) -> None:

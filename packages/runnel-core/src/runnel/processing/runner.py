@@ -41,7 +41,7 @@ class Runner:
 
             # Graceful stop: no new reads, in-flight iterations get `grace` seconds to finish
             # (each consumer acknowledges what finished on its way out), then cancel the rest.
-            fetching.cancel()
+            self.fetcher.stop()
             for consumer in self.consumers:
                 consumer.stop()
             _, late = await asyncio.wait(consuming, timeout=grace)
@@ -52,3 +52,7 @@ class Runner:
                 )
                 for task in late:
                     task.cancel()
+            read_timeout = self.executor.processor.read_timeout / 1000
+            _, late = await asyncio.wait([fetching], timeout=read_timeout + 1)
+            for task in late:
+                task.cancel()

@@ -1,0 +1,3 @@
+from runnel.cli import main
+
+main()
