@@ -41,7 +41,10 @@ class Runner:
 
             # Graceful stop: no new reads, in-flight iterations get `grace` seconds to finish
             # (each consumer acknowledges what finished on its way out), then cancel the rest.
+            # Cancelling a read in flight loses nothing: entries it took stay pending in the
+            # group and are read again first by the next owner.
             self.fetcher.stop()
+            fetching.cancel()
             for consumer in self.consumers:
                 consumer.stop()
             _, late = await asyncio.wait(consuming, timeout=grace)
@@ -52,7 +55,3 @@ class Runner:
                 )
                 for task in late:
                     task.cancel()
-            read_timeout = self.executor.processor.read_timeout / 1000
-            _, late = await asyncio.wait([fetching], timeout=read_timeout + 1)
-            for task in late:
-                task.cancel()
