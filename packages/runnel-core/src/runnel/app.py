@@ -46,7 +46,9 @@ class App:
 
     def __init__(self, name: str, *, plugins: Iterable[Any] = (), **settings: Any) -> None:
         if not name or any(c in name for c in " .:{}"):
-            raise Misconfigured(f"app name {name!r} must be non-empty without spaces, '.', ':' or braces")
+            raise Misconfigured(
+                f"app name {name!r} must be non-empty without spaces, '.', ':' or braces"
+            )
         self.name = name
         for plugin in plugins:
             load_plugin(plugin)
@@ -92,7 +94,9 @@ class App:
     ) -> Stream:
         """Declare a stream of ``record`` events, partitioned by ``partition_by``."""
         if not name or any(c in name for c in " :{}"):
-            raise Misconfigured(f"stream name {name!r} must be non-empty without spaces, ':' or braces")
+            raise Misconfigured(
+                f"stream name {name!r} must be non-empty without spaces, ':' or braces"
+            )
         s = self.settings
         stream = Stream(
             app=self,
@@ -133,11 +137,17 @@ class App:
                 raise Misconfigured(f"processor {func.__qualname__} must be an async function")
             proc_name = name or func.__name__
             if any(c in proc_name for c in " .:{}"):
-                raise Misconfigured(f"processor name {proc_name!r} must not contain spaces, '.', ':' or braces")
+                raise Misconfigured(
+                    f"processor name {proc_name!r} must not contain spaces, '.', ':' or braces"
+                )
             if proc_name in self.processors:
                 raise Misconfigured(f"a processor named {proc_name!r} is already declared")
             policy = ExceptionPolicy(
-                (exception_policy.lower() if isinstance(exception_policy, str) else exception_policy)
+                (
+                    exception_policy.lower()
+                    if isinstance(exception_policy, str)
+                    else exception_policy
+                )
                 or self.settings.default_exception_policy
             )
             values = {
@@ -191,10 +201,16 @@ class App:
             validate_crontab(spec)
         except ValueError as exc:
             raise Misconfigured(str(exc)) from None
-        tz = timezone if isinstance(timezone, ZoneInfo) else ZoneInfo(timezone or self.settings.timezone)
+        tz = (
+            timezone
+            if isinstance(timezone, ZoneInfo)
+            else ZoneInfo(timezone or self.settings.timezone)
+        )
 
         def decorate(f: F) -> F:
-            self.jobs.append(Job(func=f, kind="crontab", on_leader=on_leader, spec=spec, timezone=tz))
+            self.jobs.append(
+                Job(func=f, kind="crontab", on_leader=on_leader, spec=spec, timezone=tz)
+            )
             return f
 
         return decorate

@@ -15,7 +15,7 @@ class ImportTargetError(RunnelError):
 
 
 def import_object(target: str) -> Any:
-    """Import ``module.path:attr.path`` (the current directory is importable, like ``python -m``)."""
+    """Import ``module.path:attr.path``; the current directory is importable, as with ``-m``."""
     module_name, sep, attr_path = target.partition(":")
     if not sep or not module_name or not attr_path:
         raise ImportTargetError(f"{target!r} is not of the form MODULE:NAME")
@@ -31,5 +31,7 @@ def import_object(target: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ImportTargetError(f"module {module_name!r} has no attribute {attr_path!r}") from None
+            raise ImportTargetError(
+                f"module {module_name!r} has no attribute {attr_path!r}"
+            ) from None
     return obj

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runnel.types import Event
+    pass
+
 
 class Compressor:
     """Turns the serialized bytes of a record into fewer bytes, and back."""

@@ -1,4 +1,4 @@
-"""Application settings: ``App(...)`` keywords, falling back to ``RUNNEL_*`` environment variables."""
+"""Application settings: ``App(...)`` keywords, else ``RUNNEL_*`` environment variables."""
 
 from __future__ import annotations
 

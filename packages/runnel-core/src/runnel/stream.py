@@ -40,10 +40,13 @@ class Stream:
         hasher: Callable[[Any], int],
     ) -> None:
         if not (isinstance(record, type) and issubclass(record, Record)):
-            raise Misconfigured(f"stream {name!r}: record must be a Record subclass, not {record!r}")
+            raise Misconfigured(
+                f"stream {name!r}: record must be a Record subclass, not {record!r}"
+            )
         if isinstance(partition_by, str) and partition_by not in record.model_fields:
             raise Misconfigured(
-                f"stream {name!r}: partition_by={partition_by!r} is not a field of {record.__name__}"
+                f"stream {name!r}: partition_by={partition_by!r} "
+                f"is not a field of {record.__name__}"
             )
         if not isinstance(partition_by, str) and not callable(partition_by):
             raise Misconfigured(f"stream {name!r}: partition_by must be a field name or a function")
@@ -123,7 +126,9 @@ class Stream:
         except KeyError:
             raise DecodeError(f"{self.name}: entry has no {DATA!r} field") from None
         except ValidationError as exc:
-            raise DecodeError(f"{self.name}: stored data is not a valid {self.record.__name__}: {exc}") from exc
+            raise DecodeError(
+                f"{self.name}: stored data is not a valid {self.record.__name__}: {exc}"
+            ) from exc
         except Exception as exc:
             raise DecodeError(f"{self.name}: cannot decode entry: {exc!r}") from exc
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from runnel.exceptions import Misconfigured
@@ -18,7 +18,8 @@ from runnel.exceptions import Misconfigured
 if TYPE_CHECKING:
     from runnel.settings import Settings
 
-Fields = Mapping[bytes | str, bytes | str | int | float]
+Fields = Mapping[bytes, Any]
+"""An entry's field/value pairs as given to :meth:`Transport.append`."""
 Entry = tuple[bytes, dict[bytes, bytes] | None]
 """An entry read back: its id and fields (``None`` if it was trimmed before it was read)."""
 
@@ -103,6 +104,8 @@ def transport_for(url: str, settings: Settings) -> Transport:
     reg = registry()
     if scheme not in reg.names("transport"):
         known = ", ".join(f"{s}://" for s in reg.names("transport")) or "none"
-        hint = " (is runnel-redis installed? pip install runnel[redis])" if "redis" in scheme else ""
+        hint = (
+            " (is runnel-redis installed? pip install runnel[redis])" if "redis" in scheme else ""
+        )
         raise Misconfigured(f"no transport for {scheme}:// URLs{hint}; known: {known}")
     return reg.get("transport", scheme).factory(url, settings)

@@ -14,7 +14,7 @@ Fields = dict[bytes, bytes]
 
 
 @enum.unique
-class ExceptionPolicy(str, enum.Enum):
+class ExceptionPolicy(enum.StrEnum):
     """What a worker does when a processor raises.
 
     * ``HALT``: the exception propagates: the worker stops processing, finishes and

@@ -87,20 +87,28 @@ def free_port() -> int:
 
 
 def start_server(directory: Path, port: int | None = None, persist: bool = True) -> Server:
-    """Start a redis-server bound to 127.0.0.1 with its files in ``directory``; wait until it answers."""
+    """Start a redis-server on 127.0.0.1 keeping its files in ``directory``; wait for it."""
     directory.mkdir(parents=True, exist_ok=True)
     for _ in range(5):
         chosen = port or free_port()
         args = [
             find_binary(),
-            "--bind", "127.0.0.1",
-            "--port", str(chosen),
-            "--dir", str(directory),
-            "--daemonize", "yes",
-            "--pidfile", str(directory / "redis.pid"),
-            "--logfile", str(directory / "redis.log"),
-            "--save", "",
-            "--appendonly", "yes" if persist else "no",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(chosen),
+            "--dir",
+            str(directory),
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            str(directory / "redis.pid"),
+            "--logfile",
+            str(directory / "redis.log"),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if persist else "no",
         ]
         with contextlib.suppress(FileNotFoundError):
             (directory / "redis.pid").unlink()
@@ -121,7 +129,9 @@ def start_server(directory: Path, port: int | None = None, persist: bool = True)
 def _answers(port: int, directory: Path) -> bool:
     """True if a redis-server on ``port`` answers and keeps its files in ``directory``."""
     try:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1)
+        client = redis.Redis(
+            host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1
+        )
         try:
             served = client.config_get("dir").get("dir")
         finally:
@@ -140,7 +150,9 @@ def ensure(url: str) -> Server:
         server = running(directory)
         if server is None:
             server = start_server(directory)
-            (directory / "server.json").write_text(json.dumps({"port": server.port, "pid": server.pid}))
+            (directory / "server.json").write_text(
+                json.dumps({"port": server.port, "pid": server.pid})
+            )
         return server
 
 

@@ -1,4 +1,4 @@
-"""The Redis key names Runnel uses; the layout is part of the public contract (docs/architecture.md)."""
+"""The Redis key names Runnel uses: part of the public contract (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,9 @@ def _embedded(url: str, settings: Any) -> RedisTransport:
     from runnel_redis import embedded
 
     server = embedded.ensure(url)
-    log.info("using the embedded development redis-server at %s (data in %s)", server.url, server.dir)
+    log.info(
+        "using the embedded development redis-server at %s (data in %s)", server.url, server.dir
+    )
     return RedisTransport(server.url)
 
 

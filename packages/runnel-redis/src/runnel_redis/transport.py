@@ -32,7 +32,9 @@ class RedisTransport(Transport):
     def partition_key(self, app: str, stream: str, number: int) -> str:
         return keys.partition(app, stream, number)
 
-    async def append(self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None) -> list[bytes]:
+    async def append(
+        self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None
+    ) -> list[bytes]:
         if len(entries) == 1:
             key, fields = entries[0]
             return [await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)]  # type: ignore[arg-type]
@@ -143,4 +145,3 @@ class RedisTransport(Transport):
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-

@@ -48,7 +48,9 @@ def load(target: str, kind: type[T]) -> T:
         obj = getattr(obj, "__runnel_processor__", obj)
     if not isinstance(obj, kind):
         names = {App: "an App", Stream: "a Stream", Processor: "a processor"}
-        raise click.ClickException(f"{target} is {type(obj).__name__}, not {names.get(kind, kind.__name__)}")
+        raise click.ClickException(
+            f"{target} is {type(obj).__name__}, not {names.get(kind, kind.__name__)}"
+        )
     return obj
 
 
@@ -59,7 +61,11 @@ def describe(exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "record"
         given = err.get("input")
         shown = json.dumps(given, default=str) if not isinstance(given, dict) else "{...}"
-        parts.append(f"{loc}: {err['msg'].lower()} (got {shown})" if err["type"] != "missing" else f"{loc}: missing")
+        parts.append(
+            f"{loc}: {err['msg'].lower()} (got {shown})"
+            if err["type"] != "missing"
+            else f"{loc}: missing"
+        )
     return "; ".join(parts)
 
 

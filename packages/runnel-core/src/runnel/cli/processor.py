@@ -15,7 +15,12 @@ def processor() -> None:
 
 @processor.command()
 @click.argument("target", metavar="MODULE:PROCESSOR")
-@click.option("--start", default="0", show_default=True, help="Stream id to restart from (0 = the beginning, $ = the end).")
+@click.option(
+    "--start",
+    default="0",
+    show_default=True,
+    help="Stream id to restart from (0 = the beginning, $ = the end).",
+)
 @plugin_option
 def reset(target: str, start: str, plugins: tuple[str, ...]) -> None:
     """Make the processor read every partition again from START.
@@ -25,7 +30,9 @@ def reset(target: str, start: str, plugins: tuple[str, ...]) -> None:
     load_plugins(plugins)
     proc = load(target, Processor)
     if start not in ("0", "$") and not _is_stream_id(start):
-        raise click.ClickException(f"--start {start!r} is not a stream id (0, $ or like 1526919030474-55)")
+        raise click.ClickException(
+            f"--start {start!r} is not a stream id (0, $ or like 1526919030474-55)"
+        )
     keys = [p.key for p in proc.stream.partitions]
     run(proc.app.transport.reset_group(keys, proc.name, start), proc.app)
     click.echo(f"reset {proc.name} on {len(keys)} partitions of {proc.stream.name} to {start}")

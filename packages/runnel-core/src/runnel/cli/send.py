@@ -29,7 +29,9 @@ def _parse(stream: Stream, text: str, where: str) -> Any:
     try:
         record = stream.validate(value)
     except ValidationError as exc:
-        raise click.ClickException(f"{where}invalid {stream.record.__name__}: {describe(exc)}") from None
+        raise click.ClickException(
+            f"{where}invalid {stream.record.__name__}: {describe(exc)}"
+        ) from None
     return record
 
 
@@ -71,7 +73,11 @@ def sendmany(target: str, source: Any, plugins: tuple[str, ...]) -> None:
 async def _send_all(stream: Stream, records: list[Any]) -> int:
     show = sys.stderr.isatty() and len(records) >= PROGRESS_MIN
     sent = 0
-    with click.progressbar(length=len(records), label="sending", file=sys.stderr) if show else _Null() as bar:
+    with (
+        click.progressbar(length=len(records), label="sending", file=sys.stderr)
+        if show
+        else _Null() as bar
+    ):
         for start in range(0, len(records), CHUNK):
             chunk = records[start : start + CHUNK]
             try:

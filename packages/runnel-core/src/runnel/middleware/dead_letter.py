@@ -43,7 +43,9 @@ class DeadLetterMiddleware(Middleware):
         name = f"dead.{source.name}"
         app = source.app
         if source.record.is_primitive():
-            self.sink = app.stream(name, record=source.record, partition_by=source.partition_by, partition_count=1)
+            self.sink = app.stream(
+                name, record=source.record, partition_by=source.partition_by, partition_count=1
+            )
         else:
             self.sink = app.stream(name, record=Dead, partition_by="partition", partition_count=1)
 
@@ -51,7 +53,9 @@ class DeadLetterMiddleware(Middleware):
         if processor.exception_policy is not ExceptionPolicy.IGNORE:
             log.warning(
                 "DeadLetterMiddleware on processor %s only forwards with ExceptionPolicy.IGNORE "
-                "(the policy is %s)", processor.name, processor.exception_policy.name,
+                "(the policy is %s)",
+                processor.name,
+                processor.exception_policy.name,
             )
 
     async def handler(self, parent: AsyncIterator[Any], **kwargs: Any) -> AsyncIterator[Any]:

@@ -36,6 +36,8 @@ class Acks:
             await self.transport.ack(self.group, {self.key: ids})
         except Exception as exc:
             self.ids = ids + self.ids
-            log.warning("acknowledgement of %d events on %s failed, will retry: %r", len(ids), self.key, exc)
+            log.warning(
+                "acknowledgement of %d events on %s failed, will retry: %r", len(ids), self.key, exc
+            )
             return False
         return True

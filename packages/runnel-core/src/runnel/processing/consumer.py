@@ -87,10 +87,10 @@ class Consumer:
         elif policy is ExceptionPolicy.QUARANTINE:
             log.error("%s raised; quarantining the partition", where, exc_info=exc)
             self.poisoned = True
-            self.stopping = True
+            self.stop()
         else:
             log.error("%s raised; halting the worker", where, exc_info=exc)
-            self.stopping = True
+            self.stop()
             self.executor.halt(exc)
 
     async def _retry_later(self, inflight: list) -> None:

@@ -137,6 +137,8 @@ class Events:
                     break
                 if not await inbox.wait(timeout=remaining):
                     break
+            if consumer.stopping:
+                return  # not started: these stay pending and are delivered again later
             self.inflight = batch
             self.delivered += 1
             yield batch

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
+from runnel.processing.retry import retrying
 from runnel.processing.runner import Runner
 
 if TYPE_CHECKING:
@@ -45,19 +47,35 @@ class Executor:
         """HALT policy: a processor failed, so this worker stops (and exits non-zero)."""
         self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r} failed: {exc!r}")
 
+    async def _setup(self, keys: list[str]) -> None:
+        transport = self.transport
+        await retrying(lambda: transport.ensure_group(keys, self.group), "creating consumer groups")
+        for key in keys:
+            moved = await retrying(
+                partial(transport.adopt_pending, key, self.group, self.consumer_name),
+                "adopting pending events",
+            )
+            if moved:
+                log.info("%s: %d unacknowledged events will be redelivered first", key, moved)
+
     async def run(self) -> None:
         stream = self.processor.stream
         partitions = stream.partitions
         keys = [p.key for p in partitions]
-        await self.transport.ensure_group(keys, self.group)
-        for p in partitions:
-            moved = await self.transport.adopt_pending(p.key, self.group, self.consumer_name)
-            if moved:
-                log.info("%r: %d unacknowledged events will be redelivered first", p, moved)
-        if self._stop.is_set():
+        setup = asyncio.create_task(self._setup(keys))
+        stopping = asyncio.create_task(self._stop.wait())
+        await asyncio.wait([setup, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not setup.done():
+            setup.cancel()  # stopped while the transport was unreachable
+            await asyncio.gather(setup, return_exceptions=True)
             return
+        setup.result()
         self.runner = Runner(self, partitions)
         log.info(
-            "processor %s consuming %d partitions of %s", self.processor.name, len(partitions), stream.name
+            "processor %s consuming %d partitions of %s",
+            self.processor.name,
+            len(partitions),
+            stream.name,
         )
         await self.runner.run()

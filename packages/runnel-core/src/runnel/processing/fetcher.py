@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from runnel.processing.retry import Backoff, retrying
 from runnel.transport import NEW
 from runnel.types import Event
 
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
     from runnel.processing.inbox import Inbox
 
 log = logging.getLogger("runnel.fetcher")
-
-MAX_BACKOFF = 5.0
 
 
 class Fetcher:
@@ -58,10 +57,12 @@ class Fetcher:
         transport = executor.transport
         processor = executor.processor
         inboxes = self.inboxes
-        last = await _retrying(lambda: transport.last_delivered(list(inboxes), executor.group))
+        last = await retrying(
+            lambda: transport.last_delivered(list(inboxes), executor.group), "reading positions"
+        )
         for key, xid in last.items():
             inboxes[key].last_id = xid
-        backoff = 0.1
+        backoff = Backoff()
         while not self._stopping:
             wanted = {key: box.position for key, box in inboxes.items() if box.wants_more}
             if not wanted:
@@ -70,7 +71,11 @@ class Fetcher:
                     await self.wake.wait()
                 continue
             history = any(pos != NEW for pos in wanted.values())
-            idle = not history and len(wanted) == len(inboxes) and not any(b.items for b in inboxes.values())
+            idle = (
+                not history
+                and len(wanted) == len(inboxes)
+                and not any(b.items for b in inboxes.values())
+            )
             try:
                 result = await transport.read(
                     executor.group,
@@ -80,11 +85,15 @@ class Fetcher:
                     processor.read_timeout if idle else None,
                 )
             except Exception as exc:
-                log.warning("reading %s failed, retrying in %.1fs: %r", processor.stream.name, backoff, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                log.warning(
+                    "reading %s failed, retrying in %.1fs: %r",
+                    processor.stream.name,
+                    backoff.delay,
+                    exc,
+                )
+                await backoff.sleep()
                 continue
-            backoff = 0.1
+            backoff.reset()
             got = False
             for key, entries in result:
                 if entries:
@@ -141,21 +150,9 @@ class Fetcher:
             # The stream was trimmed (partition_size) past entries nobody processed.
             log.error(
                 "%d unprocessed events of %r were trimmed away before they could be read "
-                "(is partition_size too small for the backlog?)", len(trimmed), partition,
+                "(is partition_size too small for the backlog?)",
+                len(trimmed),
+                partition,
             )
             await self.executor.transport.ack(self.executor.group, {partition.key: trimmed})
         box.put(events)
-
-
-async def _retrying(call, attempts: int = 1_000_000):  # type: ignore[no-untyped-def]
-    backoff = 0.1
-    while True:
-        try:
-            return await call()
-        except Exception as exc:
-            attempts -= 1
-            if attempts <= 0:
-                raise
-            log.warning("redis call failed, retrying in %.1fs: %r", backoff, exc)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF)

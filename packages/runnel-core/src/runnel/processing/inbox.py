@@ -46,7 +46,7 @@ class Inbox:
         self.closed = True
         self._ready.set()
 
-    async def wait(self, timeout: float | None = None) -> bool:
+    async def wait(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Wait until an event is buffered; False when closed or timed out with none."""
         while not self.items:
             if self.closed:

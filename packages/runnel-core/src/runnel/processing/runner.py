@@ -35,7 +35,8 @@ class Runner:
         async with asyncio.TaskGroup() as tg:
             fetching = tg.create_task(self.fetcher.run(), name="fetcher")
             consuming = [
-                tg.create_task(c.run(), name=f"consumer-{c.partition.number}") for c in self.consumers
+                tg.create_task(c.run(), name=f"consumer-{c.partition.number}")
+                for c in self.consumers
             ]
             await self._stop.wait()
 
@@ -51,7 +52,9 @@ class Runner:
             if late:
                 log.warning(
                     "%d partitions of %s did not finish within grace_period=%ss; cancelling them",
-                    len(late), self.executor.processor.name, grace,
+                    len(late),
+                    self.executor.processor.name,
+                    grace,
                 )
                 for task in late:
                     task.cancel()

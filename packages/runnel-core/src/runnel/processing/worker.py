@@ -36,7 +36,7 @@ class Worker:
         self._signals = 0
 
     def is_leader(self) -> bool:
-        """Whether ``on_leader`` jobs run here (leader election arrives with multi-worker support)."""
+        """Whether ``on_leader`` jobs run here (election arrives with multi-worker support)."""
         return True
 
     def stop(self, exit_code: int = 0, reason: str = "stop requested") -> None:
@@ -71,7 +71,9 @@ class Worker:
         jobs = [j for j in self.app.jobs if not j.on_leader or self.is_leader()]
         log.info(
             "worker starting: app=%s processors=%s jobs=%d",
-            self.app.name, ",".join(p.name for p in self.processors) or "-", len(jobs),
+            self.app.name,
+            ",".join(p.name for p in self.processors) or "-",
+            len(jobs),
         )
         async with asyncio.TaskGroup() as tg:
             running = [tg.create_task(e.run(), name=repr(e)) for e in self.executors]
