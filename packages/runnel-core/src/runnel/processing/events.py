@@ -65,6 +65,9 @@ class Events:
     def take(self, n: int, within: float) -> Batches:
         if n < 1 or within < 0:
             raise ValueError("take(n, within) needs n >= 1 and within >= 0")
+        # Room for a whole batch, so full batches can form without waiting on `within`.
+        inbox = self._consumer.inbox
+        inbox.capacity = max(inbox.capacity, n)
         return Batches(self, n, within)
 
     # The pipeline.
