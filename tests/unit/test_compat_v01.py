@@ -1,0 +1,154 @@
+"""Data written by runnel 0.1 stays readable, and what we write stays readable by 0.1.
+
+runnel 0.1 stored a non-primitive record as one field ``b"data"`` holding
+``orjson.dumps(record.dict())`` (datetimes as ISO strings), gzip-compressed when the
+serializer had a compressor; and a primitive record as field/value pairs, each value written
+by its Redis client as ``str(value)`` (``repr`` for floats, bytes as they are).
+"""
+
+from __future__ import annotations
+
+import gzip
+from datetime import UTC, datetime, timedelta, timezone
+
+import orjson
+import pytest
+
+from runnel import Record
+
+
+class Item(Record):
+    id: int
+    name: str
+
+
+class Order(Record):
+    order_id: int
+    created_at: datetime
+    items: list[Item]
+    amount: float
+    paid: bool
+    note: str | None = None
+
+
+class Click(Record, primitive=True):
+    user: str
+    n: int
+    ratio: float
+    ok: bool
+    raw: bytes
+
+
+# Bytes exactly as runnel 0.1 wrote them (orjson output for record.dict()).
+V01_ORDER = (
+    b'{"order_id":12,"created_at":"2020-01-02T03:04:05+00:00",'
+    b'"items":[{"id":1,"name":"w\xc3\xa4dget"},{"id":2,"name":"b"}],'
+    b'"amount":9.5,"paid":true,"note":null}'
+)
+EXPECTED_ORDER = Order(
+    order_id=12,
+    created_at=datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC),
+    items=[Item(id=1, name="wädget"), Item(id=2, name="b")],
+    amount=9.5,
+    paid=True,
+)
+
+
+def test_reads_v01_json_entry(app):
+    stream = app.stream("orders", record=Order, partition_by="order_id")  # default serializer
+    assert stream.decode({b"data": V01_ORDER}) == EXPECTED_ORDER
+
+
+def test_reads_v01_gzip_entry(app):
+    stream = app.stream("orders", record=Order, partition_by="order_id", serializer="json+gzip")
+    # 0.1 used gzip.compress with its default (current time) mtime.
+    assert stream.decode({b"data": gzip.compress(V01_ORDER)}) == EXPECTED_ORDER
+    assert stream.decode({b"data": gzip.compress(V01_ORDER, mtime=1_600_000_000)}) == EXPECTED_ORDER
+
+
+def test_reads_v01_entry_built_with_orjson(app):
+    """The same, generated the way 0.1 did it, with other offsets and naive datetimes."""
+    stream = app.stream("orders", record=Order, partition_by="order_id")
+    for created in (
+        datetime(2020, 1, 2, 3, 4, 5, 678000, tzinfo=timezone(timedelta(hours=-7))),
+        datetime(2020, 1, 2, 3, 4, 5),
+    ):
+        v01_dict = {
+            "order_id": 1,
+            "created_at": created,
+            "items": [],
+            "amount": 1,
+            "paid": False,
+            "note": "x",
+        }
+        entry = {b"data": orjson.dumps(v01_dict)}
+        back = stream.decode(entry)
+        assert back.created_at == created
+        assert back.created_at.utcoffset() == created.utcoffset()
+        assert back.amount == 1.0 and back.paid is False and back.note == "x"
+
+
+def test_reads_v01_entry_with_extra_stream_fields(app):
+    """Other fields next to ``data`` (0.1 never wrote any, but XADD allows them) are ignored."""
+    stream = app.stream("orders", record=Order, partition_by="order_id")
+    assert stream.decode({b"data": V01_ORDER, b"x": b"1"}) == EXPECTED_ORDER
+
+
+def test_reads_v01_primitive_entry(app):
+    stream = app.stream("clicks", record=Click, partition_by="user")
+    v01 = {
+        b"user": b"ann",
+        b"n": str(42).encode(),
+        b"ratio": str(0.25).encode(),
+        b"ok": str(True).encode(),  # b"True": 0.1 wrote bools with str()
+        b"raw": b"\x00\x01",
+    }
+    assert stream.decode(v01) == Click(user="ann", n=42, ratio=0.25, ok=True, raw=b"\x00\x01")
+    v01[b"ok"] = str(False).encode()
+    assert stream.decode(v01).ok is False
+
+
+def _v01_plain(record: Record) -> dict:
+    """What 0.1 stored for ``record``: orjson over the record's Python-mode dict."""
+    return orjson.loads(orjson.dumps(record.model_dump()))
+
+
+def _same_instant(ours: str, theirs: str) -> bool:
+    return datetime.fromisoformat(ours) == datetime.fromisoformat(theirs)
+
+
+@pytest.mark.parametrize("serializer", ["json", "json+gzip"])
+def test_our_json_is_plain_json_of_the_record(app, serializer):
+    stream = app.stream("orders", record=Order, partition_by="order_id", serializer=serializer)
+    data = stream.encode(EXPECTED_ORDER)[b"data"]
+    if serializer.endswith("+gzip"):
+        data = gzip.decompress(data)
+    plain = orjson.loads(data)
+    assert plain == EXPECTED_ORDER.model_dump(mode="json")
+    # The same dict 0.1 wrote, up to how a UTC offset is spelled ("Z" or "+00:00").
+    theirs = _v01_plain(EXPECTED_ORDER)
+    assert _same_instant(plain.pop("created_at"), theirs.pop("created_at"))
+    assert plain == theirs
+    assert plain["items"] == [{"id": 1, "name": "wädget"}, {"id": 2, "name": "b"}]
+
+
+def test_our_json_datetimes_keep_their_offset(app):
+    stream = app.stream("orders", record=Order, partition_by="order_id")
+    for created in (
+        datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        datetime(2020, 1, 2, 3, 4, 5, 120000),
+    ):
+        order = EXPECTED_ORDER.model_copy(update={"created_at": created})
+        plain = orjson.loads(stream.encode(order)[b"data"])
+        parsed = datetime.fromisoformat(plain["created_at"])
+        assert parsed == created and parsed.utcoffset() == created.utcoffset()
+        assert plain["created_at"] == _v01_plain(order)["created_at"]
+
+
+def test_our_primitive_entry_is_what_v01_reads(app):
+    """0.1 parsed primitive fields from stored bytes with pydantic v1: b"1"/b"0" are bools."""
+    stream = app.stream("clicks", record=Click, partition_by="user")
+    fields = stream.encode(Click(user="ann", n=42, ratio=0.25, ok=True, raw=b"\x00"))
+    assert set(fields) == {b"user", b"n", b"ratio", b"ok", b"raw"}
+    assert fields[b"ok"] == b"1"
+    assert fields[b"n"] == 42 and fields[b"ratio"] == 0.25 and fields[b"user"] == "ann"
