@@ -70,6 +70,10 @@ class Running:
         """Poll ``check`` until truthy; fail if the worker ends first or the guard expires."""
         return await eventually(check, what, worker=self)
 
+    def consumers(self) -> list[Any]:
+        """The partition consumers of every processor (none until set up)."""
+        return [c for e in self.worker.executors if e.runner for c in e.runner.consumers]
+
     def inboxes(self, processor: str | None = None) -> dict[str, Any]:
         """The inboxes of the (named, or only) processor's runner, by partition key."""
         for executor in self.worker.executors:
@@ -109,6 +113,16 @@ def pending_ids(client: redis.Redis, key: str, group: str) -> list[bytes]:
     """Ids delivered to ``group`` on ``key`` but not acknowledged, in order."""
     rows = client.xpending_range(key, group, min="-", max="+", count=100_000)
     return [row["message_id"] for row in rows]
+
+
+def pending_or_none(client: redis.Redis, key: str, group: str) -> list[bytes]:
+    """Like :func:`pending_ids`, but an empty list while the group does not exist yet."""
+    try:
+        return pending_ids(client, key, group)
+    except redis.ResponseError as exc:
+        if "NOGROUP" in str(exc):
+            return []
+        raise
 
 
 def all_pending(client: redis.Redis, stream: Stream, group: str) -> dict[str, list[bytes]]:

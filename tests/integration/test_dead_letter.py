@@ -154,11 +154,80 @@ async def test_decode_failure_goes_through_the_policy(
             assert await running.exit_code() == 1
         else:
             await running.until(
-                lambda: any(c.poisoned for e in running.worker.executors
-                            for c in e.runner.consumers),
-                "the quarantine",
+                lambda: any(c.poisoned for c in running.consumers()), "the quarantine"
             )
             assert not running.done
             assert await running.stop() == 0
     assert processed == [1]
     assert garbage_id in pending_ids(redis_client, orders.partitions[0].key, "proc")
+
+
+async def test_an_event_whose_forwarding_failed_is_tried_again(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    app = make_app(app_name, redis_url)
+    orders = app.stream("orders", record=Order, partition_by="order_id", partition_count=1)
+    dlq = DeadLetterMiddleware(source=orders)
+    forward = dlq.forward
+    outages = ["down"]
+
+    async def flaky_forward(events: list[Event]) -> None:
+        if outages:
+            raise ConnectionError(outages.pop())
+        await forward(events)
+
+    dlq.forward = flaky_forward  # type: ignore[method-assign]
+    attempts: list[int] = []
+    dead: list[Record] = []
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE, middleware=[dlq])
+    async def proc(events):
+        async for order in events.records():
+            attempts.append(order.order_id)
+            if order.amount < 0:
+                raise Boom(order.order_id)
+
+    @app.processor(dlq.sink)
+    async def undertaker(events):
+        async for record in events.records():
+            dead.append(record)
+
+    ids = await orders.send(*[Order(order_id=i, amount=-1 if i == 1 else i) for i in range(4)])
+    async with Running(app) as running:
+        await running.until(lambda: 3 in attempts and dead, "all events and the dead one")
+        assert await running.stop() == 0
+    assert attempts == [0, 1, 1, 2, 3], "not counted as processed: tried again, in order"
+    assert [(d.xid, d.data) for d in dead] == [
+        (ids[1].decode(), Order(order_id=1, amount=-1).model_dump_json().encode())
+    ]
+    assert pending_ids(redis_client, orders.partitions[0].key, "proc") == []
+
+
+async def test_a_failed_batch_is_forwarded_whole(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    app = make_app(app_name, redis_url)
+    orders = app.stream("orders", record=Order, partition_by="order_id", partition_count=1)
+    dlq = DeadLetterMiddleware(source=orders)
+    batches: list[list[int]] = []
+    dead: list[Record] = []
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE, middleware=[dlq])
+    async def proc(events):
+        async for batch in events.take(3, within=0.05).records():
+            batches.append([o.order_id for o in batch])
+            if any(o.amount < 0 for o in batch):
+                raise Boom(batch)
+
+    @app.processor(dlq.sink)
+    async def undertaker(events):
+        async for record in events.records():
+            dead.append(record)
+
+    ids = await orders.send(*[Order(order_id=i, amount=-1 if i == 4 else i) for i in range(9)])
+    async with Running(app) as running:
+        await running.until(lambda: len(batches) == 3 and len(dead) == 3, "all batches")
+        assert await running.stop() == 0
+    assert batches == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert [d.xid for d in dead] == [x.decode() for x in ids[3:6]]
+    assert pending_ids(redis_client, orders.partitions[0].key, "proc") == []

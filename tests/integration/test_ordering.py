@@ -174,3 +174,29 @@ async def test_nested_records_round_trip(
         assert got[order.order_id] == order
         assert got[order.order_id].created_at.utcoffset() == order.created_at.utcoffset()
         assert all(isinstance(item, Item) for item in got[order.order_id].items)
+
+
+async def test_processors_of_one_stream_each_get_every_event(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    app = make_app(app_name, redis_url)
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=2)
+    seen: dict[str, list[int]] = {"one": [], "two": []}
+
+    @app.processor(pings, name="one")
+    async def one(events):
+        async for ping in events.records():
+            seen["one"].append(ping.n)
+
+    @app.processor(pings, name="two")
+    async def two(events):
+        async for batch in events.take(4, within=0.01).records():
+            seen["two"].extend(p.n for p in batch)
+
+    await pings.send(*[Ping(key=f"k{i % 3}", n=i) for i in range(50)])
+    async with Running(app) as running:
+        await running.until(lambda: all(len(v) == 50 for v in seen.values()), "both")
+        assert await running.stop() == 0
+    assert sorted(seen["one"]) == sorted(seen["two"]) == list(range(50))
+    for group in ("one", "two"):
+        assert all_pending(redis_client, pings, group) == {p.key: [] for p in pings.partitions}

@@ -143,3 +143,38 @@ async def test_ignore_logs_acknowledges_and_goes_on(
         await running.until(lambda: 100 in again, "the new event")
         assert await running.stop() == 0
     assert again == [100]
+
+
+async def test_a_quarantined_partition_is_delivered_again_to_the_next_worker(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    def declare(seen: list[int], policy: ExceptionPolicy):
+        app = make_app(app_name, redis_url)
+        pings = app.stream("pings", record=Ping, partition_by="key", partition_count=1)
+
+        @app.processor(pings, name="proc", exception_policy=policy)
+        async def proc(events):
+            async for ping in events.records():
+                if ping.boom and policy is ExceptionPolicy.QUARANTINE:
+                    raise Boom(ping.n)
+                seen.append(ping.n)
+
+        return app, pings
+
+    first: list[int] = []
+    app, pings = declare(first, ExceptionPolicy.QUARANTINE)
+    ids = await pings.send(*[Ping(key="k", n=i, boom=i == 2) for i in range(5)])
+    async with Running(app) as running:
+        await running.until(
+            lambda: any(c.poisoned for c in running.consumers()), "the quarantine"
+        )
+        assert await running.stop() == 0
+    assert first == [0, 1]
+    assert pending_ids(redis_client, pings.partitions[0].key, "proc")[0] == ids[2]
+
+    second: list[int] = []
+    app2, _ = declare(second, ExceptionPolicy.HALT)
+    async with Running(app2) as running:
+        await running.until(lambda: len(second) == 3, "the redelivery")
+        assert await running.stop() == 0
+    assert second == [2, 3, 4]

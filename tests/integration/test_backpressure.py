@@ -1,0 +1,54 @@
+"""Memory stays flat on a backlog: a partition's inbox never outgrows two reads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis
+
+from runnel import Record
+
+from .conftest import Running, make_app, pending_ids
+
+
+class Ping(Record):
+    key: str
+    n: int
+
+
+async def test_inbox_is_bounded_with_a_backlog_and_a_slow_processor(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    prefetch = 10
+    backlog = 4000
+    app = make_app(app_name, redis_url)
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=2)
+    running: Running | None = None
+    sizes: list[int] = []
+    processed: dict[str, int] = {}
+
+    @app.processor(pings, prefetch_count=prefetch)
+    async def slow(events):
+        async for event in events:
+            assert running is not None
+            sizes.extend(len(box.items) for box in running.inboxes("slow").values())
+            processed[event.partition.key] = processed.get(event.partition.key, 0) + 1
+            await asyncio.sleep(0.002)
+
+    for chunk in range(0, backlog, 1000):
+        await pings.send(*[Ping(key=f"k{i % 13}", n=i) for i in range(chunk, chunk + 1000)])
+    lengths = {p.key: redis_client.xlen(p.key) for p in pings.partitions}
+    assert sum(lengths.values()) == backlog and all(lengths.values())
+
+    running = Running(app)
+    async with running:
+        await running.until(lambda: len(processed) == 2 and min(processed.values()) >= 60, "work")
+        assert await running.stop() == 0
+
+    assert max(sizes) <= 2 * prefetch, max(sizes)
+    assert max(sizes) >= prefetch, "the fetcher should have kept the inbox topped up"
+    # What was read but not processed is bounded too: the rest was never fetched.
+    for p in pings.partitions:
+        in_group = len(pending_ids(redis_client, p.key, "slow"))
+        assert in_group <= 2 * prefetch, (p.key, in_group)
+        assert processed[p.key] + in_group < lengths[p.key], "the backlog was not all fetched"
