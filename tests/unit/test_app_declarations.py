@@ -58,11 +58,6 @@ def test_bad_processor_names_rejected(app, stream, name):
 # Streams.
 
 
-@pytest.mark.xfail(
-    reason="BUG: App.stream calls record.is_primitive() before Stream checks the type, so a "
-    "non-Record class fails with AttributeError instead of Misconfigured",
-    strict=True,
-)
 def test_stream_record_must_be_a_record(app):
     with pytest.raises(Misconfigured):
         app.stream("items", record=dict, partition_by="id")
@@ -233,11 +228,6 @@ def test_crontab_defaults_to_the_app_timezone():
     assert app.jobs[0].timezone == ZoneInfo("America/New_York")
 
 
-@pytest.mark.xfail(
-    reason="BUG: App.crontab lets ZoneInfoNotFoundError escape for an unknown timezone "
-    "instead of raising Misconfigured",
-    strict=True,
-)
 def test_crontab_unknown_timezone_is_misconfigured(app):
     with pytest.raises(Misconfigured):
         app.crontab("0 0 * * *", timezone="Mars/Olympus_Mons")
@@ -276,11 +266,6 @@ def test_crontab_next_delay(spec, now, expected):
     assert job.next_delay(now) == expected
 
 
-@pytest.mark.xfail(
-    reason="BUG: Job.next_delay subtracts two aware datetimes sharing one ZoneInfo, which Python "
-    "does in wall-clock time, so delays across a DST change are off by the shift",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("spec", "now", "expected"),
     [

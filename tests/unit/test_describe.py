@@ -92,11 +92,6 @@ def test_settings_errors():
     assert "nope: " in line and "(got 1)" in line
 
 
-@pytest.mark.xfail(
-    reason="BUG: describe() lower-cases the whole pydantic message, so user values quoted in it "
-    "are misreported (timezone 'Mars/Base' shown as 'mars/base')",
-    strict=True,
-)
 def test_values_quoted_in_messages_keep_their_case():
     with pytest.raises(ValidationError) as info:
         Settings(timezone="Mars/Base")

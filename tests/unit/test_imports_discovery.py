@@ -82,11 +82,6 @@ def test_error_inside_the_target_module_is_not_disguised(modules):
         import_object(f"{mod2}:app")
 
 
-@pytest.mark.xfail(
-    reason="BUG: import_object compares module names as plain string prefixes, so a missing "
-    "dependency 'x' of an existing module 'x_extra' is reported as 'cannot import module x_extra'",
-    strict=True,
-)
 def test_missing_dependency_whose_name_prefixes_the_module(modules):
     missing = f"unit_dep_{modules.uid}"
     mod = modules(f"{missing}_extra", f"import {missing}\n")

@@ -116,11 +116,6 @@ def test_registering_the_same_plugin_twice_is_harmless(uid):
     assert f"twice{uid}" in registry().names("serializer")
 
 
-@pytest.mark.xfail(
-    reason="BUG: load_plugin silently skips a different plugin object whose __name__ is already "
-    "registered, so its hooks never run",
-    strict=True,
-)
 def test_distinct_plugins_with_the_same_name_both_apply(uid):
     App(
         name="u",

@@ -133,11 +133,6 @@ def test_validate_turns_dicts_into_records(app):
     assert stream.validate(order.model_dump(mode="json")) == order
 
 
-@pytest.mark.xfail(
-    reason="BUG: Stream.encode always dumps in JSON mode, so a bytes field that is not UTF-8 "
-    "cannot be stored even with msgpack, which supports binary natively",
-    strict=True,
-)
 def test_msgpack_keeps_arbitrary_bytes_in_nested_record(app):
     class Blob(Record):
         id: int

@@ -157,11 +157,6 @@ def test_bad_environment_value_raises_validation_error(monkeypatch):
         App(name="u", redis_url=URL)
 
 
-@pytest.mark.xfail(
-    reason="BUG: Settings' default_hasher validator lets ImportTargetError escape instead of "
-    "a ValidationError when the MODULE:NAME cannot be imported",
-    strict=True,
-)
 @pytest.mark.parametrize("value", ["no_such_module_zz:h", "no-colon"])
 def test_unimportable_default_hasher_raises_validation_error(value):
     with pytest.raises(ValidationError) as info:
@@ -291,11 +286,6 @@ def test_processor_arguments_override_defaults():
     assert app.processors["enum"].exception_policy is ExceptionPolicy.HALT
 
 
-@pytest.mark.xfail(
-    reason="BUG: App.stream uses `partition_count or default`, so an explicit 0 silently "
-    "becomes the default instead of being rejected",
-    strict=True,
-)
 @pytest.mark.parametrize("arg", ["partition_count", "partition_size"])
 def test_stream_rejects_zero_partitions(app, arg):
     from runnel import Misconfigured
@@ -312,12 +302,6 @@ def test_stream_rejects_negative_partitions(app, arg):
         app.stream("a", record=Item, partition_by="id", **{arg: -1})
 
 
-@pytest.mark.xfail(
-    reason="BUG: processor overrides are not validated like the default_* settings they replace "
-    "(prefetch_count=0, lock_expiry=-1 and an unknown exception_policy string are accepted "
-    "or fail with a bare ValueError)",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "kwargs",
     [{"prefetch_count": 0}, {"lock_expiry": -1}, {"pool_size": 0}, {"exception_policy": "explode"}],

@@ -6,7 +6,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import ValidationError
 
 from runnel.background import Job, validate_crontab
 from runnel.codecs.resolve import resolve_serializer
@@ -34,6 +36,13 @@ _PROCESSOR_SETTINGS = (
     "pool_size",
     "join_delay",
 )
+
+
+def _one_line(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(x) for x in e['loc']).removeprefix('default_')}: {e['msg']}"
+        for e in exc.errors()
+    )
 
 
 class App:
@@ -98,13 +107,19 @@ class App:
                 f"stream name {name!r} must be non-empty without spaces, ':' or braces"
             )
         s = self.settings
+        if not (isinstance(record, type) and issubclass(record, Record)):
+            raise Misconfigured(
+                f"stream {name!r}: record must be a Record subclass, not {record!r}"
+            )
         stream = Stream(
             app=self,
             name=name,
             record=record,
             partition_by=partition_by,
-            partition_count=partition_count or s.default_partition_count,
-            partition_size=partition_size or s.default_partition_size,
+            partition_count=s.default_partition_count
+            if partition_count is None
+            else partition_count,
+            partition_size=s.default_partition_size if partition_size is None else partition_size,
             serializer=None
             if record.is_primitive()
             else resolve_serializer(serializer if serializer is not None else s.default_serializer),
@@ -142,18 +157,16 @@ class App:
                 )
             if proc_name in self.processors:
                 raise Misconfigured(f"a processor named {proc_name!r} is already declared")
-            policy = ExceptionPolicy(
-                (
-                    exception_policy.lower()
-                    if isinstance(exception_policy, str)
-                    else exception_policy
-                )
-                or self.settings.default_exception_policy
-            )
-            values = {
-                key: options.get(key, getattr(self.settings, f"default_{key}"))
-                for key in _PROCESSOR_SETTINGS
-            }
+            # Processor arguments are checked exactly like the default_* settings they override.
+            overrides = {f"default_{k}": v for k, v in options.items()}
+            if exception_policy is not None:
+                overrides["default_exception_policy"] = exception_policy
+            try:
+                checked = Settings.model_validate({**self.settings.model_dump(), **overrides})
+            except ValidationError as exc:
+                raise Misconfigured(f"processor {proc_name!r}: {_one_line(exc)}") from None
+            policy = checked.default_exception_policy
+            values = {key: getattr(checked, f"default_{key}") for key in _PROCESSOR_SETTINGS}
             proc = Processor(
                 app=self,
                 stream=stream,
@@ -201,11 +214,14 @@ class App:
             validate_crontab(spec)
         except ValueError as exc:
             raise Misconfigured(str(exc)) from None
-        tz = (
-            timezone
-            if isinstance(timezone, ZoneInfo)
-            else ZoneInfo(timezone or self.settings.timezone)
-        )
+        try:
+            tz = (
+                timezone
+                if isinstance(timezone, ZoneInfo)
+                else ZoneInfo(timezone or self.settings.timezone)
+            )
+        except (ZoneInfoNotFoundError, ValueError):
+            raise Misconfigured(f"unknown time zone {timezone!r}") from None
 
         def decorate(f: F) -> F:
             self.jobs.append(

@@ -7,7 +7,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -59,7 +59,9 @@ class Job:
             return self.interval
         assert self.spec is not None
         nxt = croniter(self.spec, now).get_next(datetime)
-        return max(0.0, (nxt - now).total_seconds())
+        # Subtract in UTC: two datetimes sharing a ZoneInfo subtract in wall-clock time,
+        # which is off by an hour across a daylight-saving change.
+        return max(0.0, (nxt.astimezone(UTC) - now.astimezone(UTC)).total_seconds())
 
     async def _guarded(self) -> None:
         try:

@@ -24,7 +24,7 @@ def import_object(target: str) -> Any:
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise ImportTargetError(f"cannot import module {module_name!r}") from exc
         raise
     for part in attr_path.split("."):

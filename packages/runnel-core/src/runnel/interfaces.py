@@ -32,6 +32,10 @@ class Serializer:
 
     name: str = "custom"
     compressor: Compressor | None = None
+    dump_mode: str = "json"
+    """How records are turned into plain data before ``dumps``: pydantic's ``"json"`` mode
+    (strings for datetimes, decimals, bytes...) or ``"python"`` for formats that carry
+    more types natively (``dumps`` must then handle datetimes and the like itself)."""
 
     def dumps(self, value: Any) -> bytes:
         raise NotImplementedError

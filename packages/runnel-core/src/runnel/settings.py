@@ -74,7 +74,10 @@ class Settings(BaseSettings):
     @classmethod
     def _hasher(cls, value: Any) -> Callable[[Any], int]:
         if isinstance(value, str):
-            value = import_object(value)
+            try:
+                value = import_object(value)
+            except Exception as exc:  # pydantic reports only ValueErrors as validation errors
+                raise ValueError(str(exc)) from None
         if not callable(value):
             raise ValueError("must be a callable or a MODULE:NAME naming one")
         return value

@@ -62,6 +62,7 @@ class Stream:
         self.hasher = hasher
         self._partitions: list[Partition] | None = None
         self._primitive = record.is_primitive()
+        self._dump_mode = getattr(self.serializer, "dump_mode", "json")
 
     def __repr__(self) -> str:
         return f"<Stream {self.app.name}.{self.name} partitions={self.partition_count}>"
@@ -108,7 +109,7 @@ class Stream:
         if self._primitive:
             return {k.encode(): _primitive_value(v) for k, v in record.__dict__.items()}
         assert self.serializer is not None
-        data = self.serializer.dumps(record.model_dump(mode="json"))
+        data = self.serializer.dumps(record.model_dump(mode=self._dump_mode))
         if self.serializer.compressor is not None:
             data = self.serializer.compressor.compress(data)
         return {DATA: data}

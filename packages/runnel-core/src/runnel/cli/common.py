@@ -62,7 +62,7 @@ def describe(exc: ValidationError) -> str:
         given = err.get("input")
         shown = json.dumps(given, default=str) if not isinstance(given, dict) else "{...}"
         parts.append(
-            f"{loc}: {err['msg'].lower()} (got {shown})"
+            f"{loc}: {err['msg'][:1].lower()}{err['msg'][1:]} (got {shown})"
             if err["type"] != "missing"
             else f"{loc}: missing"
         )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import enum
+import uuid
 from typing import Any
 
 import msgpack
@@ -28,16 +32,30 @@ class JSONSerializer(Serializer):
         return f"JSONSerializer(compressor={self.compressor!r})"
 
 
+def _plain(value: Any) -> Any:
+    """What msgpack cannot carry natively, as pydantic will read it back."""
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"cannot serialize {type(value).__name__} with msgpack")
+
+
 class MsgpackSerializer(Serializer):
     """msgpack: smaller than JSON and faster to decode, with native bytes."""
 
     name = "msgpack"
+    dump_mode = "python"
 
     def __init__(self, compressor: Compressor | None = None) -> None:
         self.compressor = compressor
 
     def dumps(self, value: Any) -> bytes:
-        return msgpack.packb(value, use_bin_type=True)
+        return msgpack.packb(value, use_bin_type=True, default=_plain)
 
     def loads(self, value: bytes) -> Any:
         return msgpack.unpackb(value, raw=False)

@@ -81,7 +81,8 @@ def load_plugin(plugin: str | ModuleType | object) -> None:
         return
     name = getattr(plugin, "__name__", None) or repr(plugin)
     if pm.get_plugin(name) is not None:
-        return
+        # Another object under the same name (two classes called Plugin, say).
+        name = f"{name}@{id(plugin):x}"
     pm.register(plugin, name=name)
     with _lock:
         _registry = None
