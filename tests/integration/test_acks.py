@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 import redis
 
 from runnel import ExceptionPolicy, Record
@@ -126,11 +125,6 @@ async def test_an_iteration_cut_short_by_the_grace_period_is_not_acknowledged(
     assert not set(ids[:2]) & set(pending)
 
 
-@pytest.mark.xfail(
-    reason="BUG: an event whose iteration ended the processor (break/return) is never "
-    "acknowledged; it stays pending and is redelivered after later events",
-    strict=True,
-)
 async def test_an_event_whose_iteration_returned_is_acknowledged(
     redis_url: str, app_name: str, redis_client: redis.Redis
 ) -> None:

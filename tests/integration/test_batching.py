@@ -81,8 +81,9 @@ async def test_a_batch_is_acknowledged_as_a_whole_after_its_iteration(
         app = make_app(app_name, redis_url)
         pings = app.stream("pings", record=Ping, partition_by="key", partition_count=1)
 
-        @app.processor(pings, name="proc", exception_policy=ExceptionPolicy.HALT,
-                       middleware=list(middleware))
+        @app.processor(
+            pings, name="proc", exception_policy=ExceptionPolicy.HALT, middleware=list(middleware)
+        )
         async def proc(events):
             async for batch in events.take(4, within=0.05):
                 assert all(isinstance(e, Event) for e in batch)
@@ -142,9 +143,7 @@ async def test_a_stop_while_a_batch_gathers_loses_nothing(
     key = pings.partitions[0].key
     async with Running(app) as running:
         # The batch is gathering (3 of 10, `within` far away) once all three are read.
-        await running.until(
-            lambda: len(pending_or_none(redis_client, key, "proc")) == 3, "reads"
-        )
+        await running.until(lambda: len(pending_or_none(redis_client, key, "proc")) == 3, "reads")
         assert await running.stop() == 0  # the hang guard fails this if stop waits `within`
 
     second: list[int] = []

@@ -13,10 +13,10 @@ class Ping(Record):
     n: int
 
 
-async def run_until(worker: Worker, done: asyncio.Event, timeout: float = 30) -> int:
+async def run_until(worker: Worker, done: asyncio.Event, limit: float = 30) -> int:
     task = asyncio.create_task(worker.run())
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(limit):
             await done.wait()
     finally:
         worker.stop()

@@ -14,7 +14,12 @@ from .conftest import Running, make_app
 async def test_task_once_timers_repeatedly_until_stop(redis_url: str, app_name: str) -> None:
     app = make_app(app_name, redis_url)
     calls: dict[str, int] = {
-        "task": 0, "leader_task": 0, "failing_task": 0, "timer": 0, "failing": 0, "sync": 0
+        "task": 0,
+        "leader_task": 0,
+        "failing_task": 0,
+        "timer": 0,
+        "failing": 0,
+        "sync": 0,
     }
 
     @app.task

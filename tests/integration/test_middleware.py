@@ -92,9 +92,7 @@ async def test_middleware_chain_in_list_order(redis_url: str, app_name: str) -> 
     await pings.send(*[Ping(key="k", n=i) for i in range(5)])
     async with Running(app) as running:
         await running.until(lambda: ("proc", 4) in marks, "all events")
-    assert marks == [
-        (name, n) for n in range(5) for name in ("first", "second", "third", "proc")
-    ]
+    assert marks == [(name, n) for n in range(5) for name in ("first", "second", "third", "proc")]
     for mw in (first, second, third):
         assert mw.kwargs, mw.name
         kwargs = mw.kwargs[0]

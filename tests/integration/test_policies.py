@@ -165,9 +165,7 @@ async def test_a_quarantined_partition_is_delivered_again_to_the_next_worker(
     app, pings = declare(first, ExceptionPolicy.QUARANTINE)
     ids = await pings.send(*[Ping(key="k", n=i, boom=i == 2) for i in range(5)])
     async with Running(app) as running:
-        await running.until(
-            lambda: any(c.poisoned for c in running.consumers()), "the quarantine"
-        )
+        await running.until(lambda: any(c.poisoned for c in running.consumers()), "the quarantine")
         assert await running.stop() == 0
     assert first == [0, 1]
     assert pending_ids(redis_client, pings.partitions[0].key, "proc")[0] == ids[2]

@@ -68,6 +68,9 @@ class Consumer:
                 inflight = []
 
         if failure is None:
+            # Leaving the loop (return/break) finishes the iteration in flight.
+            for event in inflight:
+                self.acks.add(event.xid)
             if not self.stopping:
                 log.warning(
                     "processor %s returned while events remain; restarting it", self.processor.name
