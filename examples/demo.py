@@ -28,7 +28,11 @@ def orders(first: int, count: int) -> list[dict]:
             "customer": rng.choice(CUSTOMERS),
             "created_at": f"2026-11-21T10:{n % 60:02d}:00Z",
             "items": [
-                {"sku": rng.choice(["tea", "cake", "jam"]), "quantity": rng.randint(1, 3), "price": 2.5}
+                {
+                    "sku": rng.choice(["tea", "cake", "jam"]),
+                    "quantity": rng.randint(1, 3),
+                    "price": 2.5,
+                }
                 for _ in range(rng.randint(1, 3))
             ],
         }
@@ -37,7 +41,7 @@ def orders(first: int, count: int) -> list[dict]:
 
 
 def show(cmd: list[str]) -> None:
-    print("$ runnel " + " ".join(cmd[len(RUNNEL):]), flush=True)
+    print("$ runnel " + " ".join(cmd[len(RUNNEL) :]), flush=True)
 
 
 def main() -> int:
