@@ -14,13 +14,18 @@ class ImportTargetError(RunnelError):
     """A ``MODULE:NAME`` could not be imported or does not name the expected object."""
 
 
+def cwd_importable() -> None:
+    """Let modules in the current directory be imported, as ``python -m`` does."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def import_object(target: str) -> Any:
     """Import ``module.path:attr.path``; the current directory is importable, as with ``-m``."""
     module_name, sep, attr_path = target.partition(":")
     if not sep or not module_name or not attr_path:
         raise ImportTargetError(f"{target!r} is not of the form MODULE:NAME")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    cwd_importable()
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -136,7 +136,7 @@ class Stream:
     # Sending.
 
     async def send(self, *records: Record) -> list[bytes]:
-        """Append records to their partitions in one pipelined round trip; return their ids."""
+        """Append records to their partitions in one round trip, all or none; return their ids."""
         if not records:
             return []
         entries = []

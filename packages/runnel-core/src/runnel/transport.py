@@ -40,7 +40,8 @@ class Transport(abc.ABC):
     async def append(
         self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None
     ) -> list[bytes]:
-        """Append ``(partition_key, fields)`` entries in one round trip; return their ids."""
+        """Append ``(partition_key, fields)`` entries in one round trip, all or none;
+        return their ids."""
 
     @abc.abstractmethod
     async def ensure_group(self, keys: Sequence[str], group: str) -> None:

@@ -38,7 +38,8 @@ class RedisTransport(Transport):
         if len(entries) == 1:
             key, fields = entries[0]
             return [await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)]  # type: ignore[arg-type]
-        async with self.redis.pipeline(transaction=False) as pipe:
+        # MULTI/EXEC: a batch is appended whole or not at all.
+        async with self.redis.pipeline(transaction=True) as pipe:
             for key, fields in entries:
                 pipe.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
             return await pipe.execute()
@@ -133,11 +134,11 @@ class RedisTransport(Transport):
             await pipe.execute()
 
     async def reset_group(self, keys: Sequence[str], group: str, start: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for key in keys:
-                pipe.xgroup_destroy(key, group)
-                pipe.xgroup_create(key, group, id=start, mkstream=True)
-            await pipe.execute()
+        for key in keys:
+            # Destroy (if the stream and group exist) and create again: pending entries go too.
+            if await self.redis.exists(key):
+                await self.redis.xgroup_destroy(key, group)
+            await self.redis.xgroup_create(key, group, id=start, mkstream=True)
 
     async def aclose(self) -> None:
         await self.redis.aclose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from runnel import __version__
@@ -16,6 +18,16 @@ def cli() -> None:
     """Runnel: partitioned, ordered event processing on Redis Streams."""
 
 
+def _plugin_args(argv: list[str]) -> list[str]:
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == "--plugin" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--plugin="):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
 cli.add_command(worker)
 cli.add_command(send)
 cli.add_command(sendmany)
@@ -23,7 +35,14 @@ cli.add_command(processor)
 
 
 def main() -> None:
-    from runnel.plugins.manager import plugin_manager
+    from runnel.plugins.manager import load_plugin, plugin_manager
 
+    # Plugins named with --plugin may add commands, so load them before parsing.
+    for name in _plugin_args(sys.argv[1:]):
+        try:
+            load_plugin(name)
+        except Exception as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
     plugin_manager().hook.runnel_commands(cli=cli)
     cli(prog_name="runnel")

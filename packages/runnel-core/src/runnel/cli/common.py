@@ -42,8 +42,11 @@ def load(target: str, kind: type[T]) -> T:
         obj = import_object(target)
     except RunnelError as exc:
         raise click.ClickException(str(exc)) from None
+    except ValidationError as exc:
+        raise click.ClickException(f"importing {target!r} failed: {describe(exc)}") from None
     except Exception as exc:
-        raise click.ClickException(f"importing {target!r} failed: {exc!r}") from None
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise click.ClickException(f"importing {target!r} failed: {message}") from None
     if kind is Processor:
         obj = getattr(obj, "__runnel_processor__", obj)
     if not isinstance(obj, kind):

@@ -50,9 +50,9 @@ def send(target: str, event: str, plugins: tuple[str, ...]) -> None:
 
 @click.command()
 @click.argument("target", metavar="MODULE:STREAM")
-@click.argument("source", metavar="FILE.jsonl", type=click.File("r", encoding="utf-8"))
+@click.argument("source", metavar="FILE.jsonl")
 @plugin_option
-def sendmany(target: str, source: Any, plugins: tuple[str, ...]) -> None:
+def sendmany(target: str, source: str, plugins: tuple[str, ...]) -> None:
     """Send the events of a JSON-lines file (one JSON object per line; - for stdin).
 
     Every line is validated before anything is sent: on a bad line nothing is sent.
@@ -60,7 +60,11 @@ def sendmany(target: str, source: Any, plugins: tuple[str, ...]) -> None:
     load_plugins(plugins)
     stream = load(target, Stream)
     records = []
-    for number, line in enumerate(source, 1):
+    for number, raw in enumerate(_lines(source), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise click.ClickException(f"line {number}: not valid UTF-8") from None
         if not line.strip():
             continue
         records.append(_parse(stream, line, f"line {number}: "))
@@ -68,6 +72,16 @@ def sendmany(target: str, source: Any, plugins: tuple[str, ...]) -> None:
         raise click.ClickException("no events to send (the input is empty)")
     sent = run(_send_all(stream, records), stream.app)
     click.echo(f"sent {sent} events to {stream.name}", err=True)
+
+
+def _lines(source: str) -> list[bytes]:
+    if source == "-":
+        return sys.stdin.buffer.read().splitlines()
+    try:
+        with open(source, "rb") as f:
+            return f.read().splitlines()
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {source}: {exc.strerror}") from None
 
 
 async def _send_all(stream: Stream, records: list[Any]) -> int:

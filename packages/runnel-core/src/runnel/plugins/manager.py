@@ -12,6 +12,7 @@ from typing import Any
 import pluggy
 
 from runnel.exceptions import Misconfigured, UnknownPlugin
+from runnel.imports import cwd_importable
 from runnel.plugins import hookspecs
 
 _lock = threading.Lock()
@@ -73,6 +74,7 @@ def load_plugin(plugin: str | ModuleType | object) -> None:
     global _registry
     pm = plugin_manager()
     if isinstance(plugin, str):
+        cwd_importable()
         try:
             plugin = importlib.import_module(plugin)
         except ImportError as exc:
