@@ -21,7 +21,7 @@ from tests.helpers import cli, env_with
 
 MODULE = "appmod"
 
-APP_SOURCE = '''
+APP_SOURCE = """
 import asyncio
 import os
 
@@ -62,11 +62,16 @@ async def a(events):
 async def b(events):
     async for ping in events.records():
         client().rpush("seen:b", f"{{ping.key}}:{{ping.n}}")
-'''
+"""
 
 
 def write_app(
-    directory: Path, app_name: str, *, partitions: int = 4, app_kwargs: str = "", module: str = MODULE
+    directory: Path,
+    app_name: str,
+    *,
+    partitions: int = 4,
+    app_kwargs: str = "",
+    module: str = MODULE,
 ) -> Path:
     path = directory / f"{module}.py"
     path.write_text(
@@ -126,6 +131,29 @@ class Project:
 
     def stream_length(self, stream: str = "pings", count: int = 4) -> int:
         return sum(self.client.xlen(k) for k in self.partition_keys(stream, count))
+
+    def entries(self, stream: str = "pings", count: int = 4) -> dict[bytes, str]:
+        """Every stored event as ``{stream id: "key:n"}`` (JSON-serialized records)."""
+        out = {}
+        for key in self.partition_keys(stream, count):
+            for xid, fields in self.client.xrange(key):
+                data = json.loads(fields[b"data"])
+                out[xid] = f"{data['key']}:{data['n']}"
+        return out
+
+    def pending_events(self, processor: str, stream: str = "pings", count: int = 4) -> list[str]:
+        """The events read by ``processor``'s group but not acknowledged, as ``"key:n"``."""
+        entries = self.entries(stream, count)
+        out = []
+        for key in self.partition_keys(stream, count):
+            if not self.client.exists(key):
+                continue
+            groups = {g["name"].decode() for g in self.client.xinfo_groups(key)}
+            if processor not in groups:
+                continue
+            for item in self.client.xpending_range(key, processor, "-", "+", 100_000):
+                out.append(entries[item["message_id"]])
+        return out
 
     def pending(self, processor: str, stream: str = "pings", count: int = 4) -> int:
         total = 0
