@@ -29,7 +29,9 @@ def wait_for(check: Callable[[], Any], timeout: float = 30.0, interval: float = 
         time.sleep(interval)
 
 
-def cli(*args: str, cwd: Path, env: dict[str, str], input: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path, env: dict[str, str], input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real `runnel` command line and capture what it prints."""
     return subprocess.run(
         [*RUNNEL, *args], cwd=cwd, env=env, input=input, capture_output=True, text=True, timeout=120
@@ -43,7 +45,11 @@ class WorkerProcess:
         self.log_path = cwd / f"worker-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [*RUNNEL, "worker", target, *extra], cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT
+            [*RUNNEL, "worker", target, *extra],
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
 
     @property

@@ -247,11 +247,6 @@ def test_reset_bad_start_keeps_group_position(processed_project: Project, start:
     assert group_state(project) == before
 
 
-@pytest.mark.xfail(
-    reason="BUG: processor reset accepts an out-of-range --start id; XGROUP DESTROY runs, "
-    "then XGROUP CREATE fails: partition 0 loses its group (position, pending)",
-    strict=True,
-)
 @pytest.mark.parametrize("start", ["99999999999999999999999", "1-99999999999999999999999"])
 def test_reset_out_of_range_start_keeps_group_position(
     processed_project: Project, start: str

@@ -135,10 +135,20 @@ class RedisTransport(Transport):
 
     async def reset_group(self, keys: Sequence[str], group: str, start: str) -> None:
         for key in keys:
-            # Destroy (if the stream and group exist) and create again: pending entries go too.
-            if await self.redis.exists(key):
-                await self.redis.xgroup_destroy(key, group)
-            await self.redis.xgroup_create(key, group, id=start, mkstream=True)
+            try:
+                await self.redis.xgroup_create(key, group, id=start, mkstream=True)
+                continue
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+            # The group exists: move it (this checks the id before changing anything),
+            # then acknowledge what it had pending, so nothing old is delivered again.
+            await self.redis.xgroup_setid(key, group, id=start)
+            while True:
+                pending = await self.redis.xpending_range(key, group, min="-", max="+", count=1000)
+                if not pending:
+                    break
+                await self.redis.xack(key, group, *[p["message_id"] for p in pending])
 
     async def aclose(self) -> None:
         await self.redis.aclose()

@@ -39,5 +39,6 @@ def reset(target: str, start: str, plugins: tuple[str, ...]) -> None:
 
 
 def _is_stream_id(value: str) -> bool:
-    ms, _, seq = value.partition("-")
-    return ms.isdigit() and (not seq or seq.isdigit())
+    ms, dash, seq = value.partition("-")
+    parts = [ms, seq] if dash else [ms]
+    return all(p.isdigit() and int(p) < 2**64 for p in parts)
