@@ -100,36 +100,39 @@ class Events:
         if errors:
             raise errors[0]
 
-    async def _single(self) -> AsyncGenerator[Event, None]:
+    async def _ready(self) -> bool:
+        """Wait until an event is buffered (acknowledging finished ones first, since we
+        are idle anyway); False once the consumer is stopping."""
         consumer = self._consumer
-        inbox = consumer.inbox
-        acks = consumer.acks
-        while not consumer.stopping:
-            if not inbox.items:
-                await acks.flush()
-                if not await inbox.wait():
-                    return
-                if consumer.stopping:
-                    return
+        if not consumer.inbox.items:
+            await consumer.acks.flush()
+            if not await consumer.inbox.wait():
+                return False
+        return not consumer.stopping
+
+    async def _finished(self, items: list[Event]) -> None:
+        """The loop iteration over ``items`` is over: they count as processed."""
+        self.inflight = []
+        acks = self._consumer.acks
+        flush = False
+        for event in items:
+            flush = acks.add(event.xid) or flush
+        if flush:
+            await acks.flush()
+
+    async def _single(self) -> AsyncGenerator[Event, None]:
+        inbox = self._consumer.inbox
+        while await self._ready():
             event = inbox.pop()
             self.inflight = [event]
             self.delivered += 1
             yield event
-            self.inflight = []
-            if acks.add(event.xid):
-                await acks.flush()
+            await self._finished([event])
 
     async def _batches(self, n: int, within: float) -> AsyncGenerator[list[Event], None]:
         consumer = self._consumer
         inbox = consumer.inbox
-        acks = consumer.acks
-        while not consumer.stopping:
-            if not inbox.items:
-                await acks.flush()
-                if not await inbox.wait():
-                    return
-                if consumer.stopping:
-                    return
+        while await self._ready():
             batch = [inbox.pop()]
             deadline = time.monotonic() + within
             while len(batch) < n and not consumer.stopping:
@@ -145,12 +148,7 @@ class Events:
             self.inflight = batch
             self.delivered += 1
             yield batch
-            self.inflight = []
-            flush = False
-            for event in batch:
-                flush = acks.add(event.xid) or flush
-            if flush:
-                await acks.flush()
+            await self._finished(batch)
 
 
 class Batches:
