@@ -21,6 +21,9 @@ RESTART_DELAY = 1.0
 
 
 class Consumer:
+    """Feeds one partition's inbox to the processor function, restarting it as the
+    exception policy says, and acknowledges what finished on the way out."""
+
     def __init__(self, executor: Executor, partition: Partition, inbox: Inbox) -> None:
         self.executor = executor
         self.processor = executor.processor
@@ -45,42 +48,46 @@ class Consumer:
             await self.acks.flush()
 
     async def _run_once(self) -> None:
+        """Run the processor function once, until it returns or raises."""
         events = Events(self)
-        failure: BaseException | None = None
         try:
             await self.processor.func(events)
         except asyncio.CancelledError as exc:
-            failure = exc
+            # Past the grace period: close the pipeline (middleware clean-up) and go.
+            try:
+                await events.aclose(exc)
+            except Exception:
+                log.exception("middleware clean-up failed on %r", self.partition)
             raise
         except Exception as exc:
-            failure = exc
-        finally:
-            inflight = events.inflight
-            try:
-                await events.aclose(failure)
-            except Exception as exc:
-                # A middleware's clean-up failed: nothing in flight may be counted done.
-                log.exception("middleware clean-up failed on %r", self.partition)
-                failure = failure or exc
-                if self.processor.exception_policy is ExceptionPolicy.IGNORE:
-                    await self._retry_later(inflight)
-                    return
-                inflight = []
+            failure: Exception | None = exc
+        else:
+            failure = None
 
-        if failure is None:
-            # Leaving the loop (return/break) finishes the iteration in flight.
-            for event in inflight:
-                self.acks.add(event.xid)
-            if not self.stopping:
-                log.warning(
-                    "processor %s returned while events remain; restarting it", self.processor.name
-                )
-                if not events.delivered:
-                    await asyncio.sleep(RESTART_DELAY)
+        inflight = events.inflight
+        try:
+            await events.aclose(failure)
+        except Exception as exc:
+            # A middleware's clean-up failed (a dead-letter send, say): what was in flight
+            # is not done. Under IGNORE try it again; otherwise apply the policy.
+            log.exception("middleware clean-up failed on %r", self.partition)
+            if self.processor.exception_policy is ExceptionPolicy.IGNORE:
+                await self._retry_later(inflight)
+                return
+            failure, inflight = failure or exc, []
+
+        if failure is not None:
+            self._handle(failure, inflight)
             return
-        self._handle(failure, inflight)
+        # Leaving the loop (return/break) finishes the iteration in flight.
+        for event in inflight:
+            self.acks.add(event.xid)
+        if not self.stopping:
+            log.warning("processor %s returned; restarting it", self.processor.name)
+            if not events.delivered:
+                await asyncio.sleep(RESTART_DELAY)
 
-    def _handle(self, exc: BaseException, inflight: list) -> None:
+    def _handle(self, exc: Exception, inflight: list) -> None:
         policy = self.processor.exception_policy
         where = f"processor {self.processor.name!r} on {self.partition!r}"
         if policy is ExceptionPolicy.IGNORE:
