@@ -86,5 +86,6 @@ def env_with(redis_url: str, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["RUNNEL_REDIS_URL"] = redis_url
     env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("RUNNEL_DEFAULT_JOIN_DELAY", "0")
     env.update(extra)
     return env

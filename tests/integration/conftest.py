@@ -19,7 +19,7 @@ from runnel.processor import Processor
 HANG_GUARD = 20.0
 """Upper bound for any single wait; reaching it means the test hung."""
 
-FAST = {"default_read_timeout": 100, "default_grace_period": 5}
+FAST = {"default_read_timeout": 100, "default_grace_period": 5, "default_join_delay": 0}
 """Short blocking reads so that a graceful stop never waits long for the fetcher."""
 
 
@@ -72,7 +72,7 @@ class Running:
 
     def consumers(self) -> list[Any]:
         """The partition consumers of every processor (none until set up)."""
-        return [c for e in self.worker.executors if e.runner for c in e.runner.consumers]
+        return [c for e in self.worker.executors for c, _ in e.runner.consumers.values()]
 
     def inboxes(self, processor: str | None = None) -> dict[str, Any]:
         """The inboxes of the (named, or only) processor's runner, by partition key."""

@@ -35,7 +35,7 @@ def test_defaults_as_documented():
     # Units: ms for leadership_poll_interval and read_timeout, seconds for the others.
     assert s.leadership_poll_interval == 4000
     assert s.default_read_timeout == 2000
-    assert s.default_lock_expiry == 120
+    assert s.default_lock_expiry == 30
     assert s.default_prefetch_count == 8
     assert s.default_assignment_attempts == 32
     assert s.default_assignment_sleep == 2

@@ -23,7 +23,7 @@ class Processor:
     name: str
     exception_policy: ExceptionPolicy
     middleware: Sequence[Middleware] = field(default_factory=list)
-    lock_expiry: float = 120
+    lock_expiry: float = 30
     read_timeout: int = 2000
     prefetch_count: int = 8
     assignment_attempts: int = 32

@@ -39,7 +39,7 @@ class Settings(BaseSettings):
 
     # Processor defaults.
     default_exception_policy: ExceptionPolicy = ExceptionPolicy.HALT
-    default_lock_expiry: float = Field(120, gt=0, description="seconds")
+    default_lock_expiry: float = Field(30, gt=0, description="seconds")
     default_read_timeout: int = Field(2000, gt=0, description="milliseconds")
     default_prefetch_count: int = Field(8, gt=0)
     default_assignment_attempts: int = Field(32, gt=0)

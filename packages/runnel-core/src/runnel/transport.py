@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from runnel.exceptions import Misconfigured
 
 if TYPE_CHECKING:
+    from runnel.coordination import Coordination, Leadership
     from runnel.settings import Settings
 
 Fields = Mapping[bytes, Any]
@@ -93,6 +94,14 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Release connections."""
+
+    def coordination(self, app: str, stream: str, processor: str) -> Coordination:
+        """The shared state of one processor's executors (membership, locks, ...)."""
+        raise Misconfigured(f"{type(self).__name__} does not support several workers")
+
+    def leadership(self, app: str) -> Leadership:
+        """The app's leader election."""
+        raise Misconfigured(f"{type(self).__name__} does not support leader election")
 
 
 def transport_for(url: str, settings: Settings) -> Transport:

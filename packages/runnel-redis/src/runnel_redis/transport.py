@@ -10,6 +10,7 @@ from redis.exceptions import ResponseError
 
 from runnel.transport import Entry, Fields, Transport
 from runnel_redis import keys
+from runnel_redis.coordination import RedisCoordination, RedisLeadership
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
@@ -152,6 +153,12 @@ class RedisTransport(Transport):
 
     async def aclose(self) -> None:
         await self.redis.aclose()
+
+    def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
+        return RedisCoordination(self.redis, app, stream, processor, group=processor)
+
+    def leadership(self, app: str) -> RedisLeadership:
+        return RedisLeadership(self.redis, app)
 
 
 def _text(value: Any) -> str:

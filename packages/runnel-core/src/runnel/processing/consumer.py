@@ -29,9 +29,7 @@ class Consumer:
         self.processor = executor.processor
         self.partition = partition
         self.inbox = inbox
-        self.acks = Acks(
-            executor.transport, executor.group, partition.key, batch=self.processor.prefetch_count
-        )
+        self.acks = Acks(executor, partition.key, batch=self.processor.prefetch_count)
         self.stopping = False
         self.poisoned = False
 

@@ -108,6 +108,8 @@ class Events:
             await consumer.acks.flush()
             if not await consumer.inbox.wait():
                 return False
+        if not consumer.executor.lease_valid() and not await consumer.executor.lease_renewed():
+            return False  # we may no longer own this partition: do not start anything
         return not consumer.stopping
 
     async def _finished(self, items: list[Event]) -> None:

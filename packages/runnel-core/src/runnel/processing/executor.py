@@ -1,14 +1,37 @@
-"""The executor: runs one processor over the partitions of its stream."""
+"""The executor: one processor's share of the partitions of its stream.
+
+Read top to bottom, :meth:`Executor.run` is the whole life of an executor:
+
+    set up consumer groups
+    wait join_delay, then join      (add ourselves to the membership, announce "join")
+    until stopped, concurrently:
+        rebalance   whenever told   (revoke what is no longer ours, lock and start what is)
+        heartbeat   every ttl/3     (refresh our beat, extend our locks, notice lost ones)
+        maintenance every ttl/2     (drop members whose heartbeat expired, announce "dead")
+        control     always          (a control message means: rebalance)
+    leave                           (drop ourselves, finish in-flight work, acknowledge,
+                                     release the locks, announce "leave")
+
+The assignment itself is :func:`runnel.rebalance.assign`: a pure function of the
+membership, so every executor computes the same answer.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Coroutine
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from runnel.processing.retry import retrying
+from runnel.coordination import Members
+from runnel.processing.retry import Backoff, reraise_if_cancelled, retrying
 from runnel.processing.runner import Runner
+from runnel.rebalance import assign
 
 if TYPE_CHECKING:
     from runnel.processing.worker import Worker
@@ -19,63 +42,285 @@ log = logging.getLogger("runnel.executor")
 CONSUMER_NAME = "runnel"
 """The consumer-group consumer every owner reads as.
 
-Ownership of a partition is decided by Runnel, not by the consumer group, so all owners
-share one consumer name: the partition's unacknowledged entries are then always "ours" to
-re-read, in order, whoever read them first.
+Ownership of a partition is decided by Runnel's locks, not by the consumer group, so all
+owners share one consumer name: the partition's unacknowledged entries are then always
+"ours" to re-read, in order, whoever read them first.
 """
+
+LEASE_MARGIN = 0.2
+"""Fraction of the lock's lifetime we do not count on (clock drift, slow round trips)."""
 
 
 class Executor:
     def __init__(self, worker: Worker, processor: Processor) -> None:
         self.worker = worker
         self.processor = processor
+        self.id = f"{uuid.uuid4().hex[:12]}"
         self.transport = processor.app.transport
+        self.coordination = self.transport.coordination(
+            processor.app.name, processor.stream.name, processor.name
+        )
         self.group = processor.name
         self.consumer_name = CONSUMER_NAME
-        self.runner: Runner | None = None
+        self.ttl_ms = int(processor.lock_expiry * 1000)
+        self.runner = Runner(self)
         self._stop = asyncio.Event()
+        self._rebalance = asyncio.Event()
+        self._lease_until = 0.0
+        self._beaten = asyncio.Event()
+        self._lost: set[int] = set()
 
     def __repr__(self) -> str:
-        return f"<Executor {self.processor.name}>"
+        return f"<Executor {self.processor.name} {self.id}>"
+
+    # Told from outside.
 
     def stop(self) -> None:
+        """Start no new iteration from now on; then leave (see :meth:`run`)."""
         self._stop.set()
-        if self.runner is not None:
-            self.runner.stop()
+        self.runner.quiesce()
 
     def halt(self, exc: BaseException) -> None:
         """HALT policy: a processor failed, so this worker stops (and exits non-zero)."""
         self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r} failed: {exc!r}")
 
+    def lost(self, key: str) -> None:
+        """The store says we no longer hold this partition's lock: stop it at once (the
+        rebalancer then retires its consumer)."""
+        for number, (consumer, _) in self.runner.consumers.items():
+            if consumer.partition.key == key and number not in self._lost:
+                log.warning("%r: lost the lock of partition %d; stopping it", self, number)
+                consumer.stop()
+                self._lost.add(number)
+        self._rebalance.set()
+
+    # Leases: may a consumer start another iteration?
+
+    def lease_valid(self) -> bool:
+        return time.monotonic() < self._lease_until
+
+    async def lease_renewed(self) -> bool:
+        """Wait for the next heartbeat; True if our locks were extended by it."""
+        self._beaten.clear()
+        try:
+            async with asyncio.timeout(self.processor.lock_expiry):
+                await self._beaten.wait()
+        except TimeoutError:
+            return False
+        return self.lease_valid()
+
+    # The life of an executor.
+
+    async def run(self) -> None:
+        keys = [p.key for p in self.processor.stream.partitions]
+        if not await self._until_stopped(self._setup(keys)):
+            return
+        await self._until_stopped(asyncio.sleep(self.processor.join_delay))
+        async with asyncio.TaskGroup() as tg:
+            running = tg.create_task(self.runner.run(), name="runner")
+            if not self._stop.is_set() and await self._until_stopped(self._join()):
+                loops = [
+                    tg.create_task(self._heartbeat(), name="heartbeat"),
+                    tg.create_task(self._maintenance(), name="maintenance"),
+                    tg.create_task(self._control(), name="control"),
+                    tg.create_task(self._rebalancer(), name="rebalance"),
+                ]
+                await self._stop.wait()
+                loops[-1].cancel()  # no more rebalancing; keep beating while we leave
+                await self._leave()
+                for task in loops:
+                    task.cancel()
+            self.runner.stop()
+            await running
+
+    async def _until_stopped(self, coro: Coroutine[Any, Any, Any]) -> bool:
+        """Await ``coro`` unless a stop comes first; True if it completed."""
+        task = asyncio.ensure_future(coro)
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return False
+        task.result()
+        return True
+
     async def _setup(self, keys: list[str]) -> None:
         transport = self.transport
         await retrying(lambda: transport.ensure_group(keys, self.group), "creating consumer groups")
         for key in keys:
-            moved = await retrying(
-                partial(transport.adopt_pending, key, self.group, self.consumer_name),
-                "adopting pending events",
-            )
+            adopt = partial(transport.adopt_pending, key, self.group, self.consumer_name)
+            moved = await retrying(adopt, "adopting pending events")
             if moved:
                 log.info("%s: %d unacknowledged events will be redelivered first", key, moved)
 
-    async def run(self) -> None:
+    async def _join(self) -> None:
+        count = self.processor.stream.partition_count
+        me = {"host": socket.gethostname(), "pid": os.getpid(), "worker": self.worker.id}
+
+        def add_me(members: Members) -> Members:
+            members = dict(members)
+            members[self.id] = {**me, "partitions": []}
+            return _reassign(members, count)
+
+        await self._beat_once()  # alive before anyone can see us in the membership
+        await retrying(lambda: self.coordination.change_members(add_me, "join", self.id), "joining")
+        self._rebalance.set()
+        log.info("%r joined", self)
+
+    async def _leave(self) -> None:
+        count = self.processor.stream.partition_count
+
+        def remove_me(members: Members) -> Members:
+            members = {k: v for k, v in members.items() if k != self.id}
+            return _reassign(members, count)
+
+        try:
+            await self.coordination.change_members(remove_me, "leave", self.id)
+        except Exception as exc:
+            reraise_if_cancelled()
+            log.warning(
+                "%r could not announce leaving (others will notice it is gone): %r", self, exc
+            )
+        owned = sorted(self.runner.owned)
+        await self.runner.revoke(owned)
+        try:
+            await self.coordination.release(self.id, list(range(count)))
+            await self.coordination.announce("released", self.id)
+        except Exception as exc:
+            reraise_if_cancelled()
+            log.warning("%r could not release its locks (they will expire): %r", self, exc)
+        log.info("%r left", self)
+
+    # Rebalancing.
+
+    async def _rebalancer(self) -> None:
+        backoff = Backoff()
+        while True:
+            reraise_if_cancelled()
+            await self._rebalance.wait()
+            self._rebalance.clear()
+            try:
+                await self._rebalance_once()
+                backoff.reset()
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.warning("%r rebalance failed, retrying in %.1fs: %r", self, backoff.delay, exc)
+                self._rebalance.set()
+                await backoff.sleep()
+
+    async def _rebalance_once(self) -> None:
         stream = self.processor.stream
-        partitions = stream.partitions
-        keys = [p.key for p in partitions]
-        setup = asyncio.create_task(self._setup(keys))
-        stopping = asyncio.create_task(self._stop.wait())
-        await asyncio.wait([setup, stopping], return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        if not setup.done():
-            setup.cancel()  # stopped while the transport was unreachable
-            await asyncio.gather(setup, return_exceptions=True)
+        members = await self.coordination.members()
+        if self.id not in members:
+            # We were declared dead (paused, cut off): give everything up, then join again.
+            log.warning("%r is no longer a member; rejoining", self)
+            await self.runner.revoke(sorted(self.runner.owned), graceful=False)
+            await self._join()
             return
-        setup.result()
-        self.runner = Runner(self, partitions)
-        log.info(
-            "processor %s consuming %d partitions of %s",
-            self.processor.name,
-            len(partitions),
-            stream.name,
-        )
-        await self.runner.run()
+        if self._lost:
+            lost, self._lost = sorted(self._lost), set()
+            await self.runner.revoke(lost, graceful=False)
+        target = set(members[self.id].get("partitions", []))
+        owned = self.runner.owned
+        gone = sorted(owned - target)
+        if gone:
+            await self.runner.revoke(gone)
+            await self.coordination.release(self.id, gone)
+            await self.coordination.announce("released", self.id)
+        wanted = sorted(target - owned)
+        attempt = 0
+        while wanted and not self._rebalance.is_set() and not self._stop.is_set():
+            got = await self.coordination.acquire(self.id, wanted, self.ttl_ms)
+            if got:
+                self._lease_until = max(self._lease_until, self._lease_deadline(time.monotonic()))
+                await self.runner.assign([stream.partitions[n] for n in sorted(got)])
+                wanted = [n for n in wanted if n not in got]
+            if wanted:
+                attempt += 1
+                if attempt % self.processor.assignment_attempts == 0:
+                    log.warning("%r still waiting for the locks of partitions %s", self, wanted)
+                # Wait for the holder to release ("released" message) or the lock to expire.
+                try:
+                    async with asyncio.timeout(self.processor.assignment_sleep):
+                        await self._rebalance.wait()
+                except TimeoutError:
+                    pass
+        if target == self.runner.owned:
+            log.info("%r owns partitions %s", self, sorted(target))
+
+    # Background loops.
+
+    def _lease_deadline(self, started: float) -> float:
+        return started + self.processor.lock_expiry * (1 - LEASE_MARGIN)
+
+    async def _beat_once(self) -> None:
+        owned = sorted(self.runner.owned)
+        started = time.monotonic()
+        held = await self.coordination.beat(self.id, owned, self.ttl_ms)
+        self._lease_until = self._lease_deadline(started)
+        self._beaten.set()
+        for number in set(owned) - held:
+            self.lost(self.processor.stream.partitions[number].key)
+
+    async def _heartbeat(self) -> None:
+        interval = self.processor.lock_expiry / 3
+        while True:
+            reraise_if_cancelled()
+            await asyncio.sleep(interval)
+            try:
+                await self._beat_once()
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.warning("%r heartbeat failed: %r", self, exc)
+                await asyncio.sleep(min(1.0, interval))
+
+    async def _maintenance(self) -> None:
+        interval = self.processor.lock_expiry / 2
+        count = self.processor.stream.partition_count
+        while True:
+            reraise_if_cancelled()
+            await asyncio.sleep(interval)
+            try:
+                members = await self.coordination.members()
+                alive = await self.coordination.alive(list(members))
+                dead = set(members) - alive - {self.id}
+                if not dead:
+                    if (
+                        self.id in members
+                        and set(members[self.id].get("partitions", [])) != self.runner.owned
+                    ):
+                        self._rebalance.set()  # catch up if a control message was missed
+                    continue
+                log.warning("%r: executors %s stopped beating; reassigning", self, sorted(dead))
+
+                def drop_dead(current: Members, dead: set[str] = dead) -> Members:
+                    return _reassign({k: v for k, v in current.items() if k not in dead}, count)
+
+                await self.coordination.change_members(drop_dead, "dead", self.id)
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.warning("%r maintenance failed: %r", self, exc)
+
+    async def _control(self) -> None:
+        position = await retrying(self.coordination.control_tail, "reading the control stream")
+        block = self.processor.read_timeout
+        while True:
+            reraise_if_cancelled()
+            try:
+                position, messages = await self.coordination.control(position, block)
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.warning("%r control stream read failed: %r", self, exc)
+                await asyncio.sleep(1)
+                continue
+            if any(m.get("executor") != self.id for m in messages):
+                self._rebalance.set()
+
+
+def _reassign(members: Members, count: int) -> Members:
+    """The membership with partitions spread again over its members."""
+    previous = {k: v.get("partitions", []) for k, v in members.items()}
+    plan = assign(count, list(members), previous)
+    return {k: {**v, "partitions": plan.get(k, [])} for k, v in members.items()}

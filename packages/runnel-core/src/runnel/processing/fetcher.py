@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from runnel.processing.retry import Backoff, retrying
+from runnel.processing.retry import Backoff, reraise_if_cancelled
 from runnel.transport import NEW
 from runnel.types import Event
 
@@ -18,17 +18,17 @@ log = logging.getLogger("runnel.fetcher")
 
 
 class Fetcher:
-    """Reads every partition whose inbox has room, in one command per round.
+    """Reads every owned partition whose inbox has room, in one round trip per round.
 
-    Each partition is read from its pending entries first (what an earlier owner read but
-    never acknowledged, in order), then from new entries. A full inbox is left out of the
-    next read, so memory stays flat on any backlog and a slow partition never holds the
-    others back.
+    Reads are fenced: the store reads a partition only if this executor still holds its
+    lock, and reports the ones it lost. Each partition is read from its pending entries
+    first (what an earlier owner read but never acknowledged, in order), then from new
+    entries. A full inbox is left out of the next read, so memory stays flat on any
+    backlog and a slow partition never holds the others back.
 
-    When everything is drained the read blocks (up to ``read_timeout``) on all partitions.
-    When some partitions are busy and the rest have nothing new, a read must not block
-    (the busy ones would starve), so the fetcher sleeps until a consumer makes room or the
-    watcher, on its own connection, sees a new entry on one of the quiet partitions.
+    Reads never block. When nothing new came back, the fetcher sleeps until a consumer
+    makes room or the watcher, blocked on its own connection on the partitions that were
+    empty, sees a new entry there.
     """
 
     def __init__(self, executor: Executor, inboxes: dict[str, Inbox], wake: asyncio.Event) -> None:
@@ -40,11 +40,10 @@ class Fetcher:
         self._stopping = False
 
     def stop(self) -> None:
-        """Stop after the read in flight (at most ``read_timeout``); nothing read is lost,
-        since what is not yet processed stays pending in the group."""
+        """Stop after the read in flight; nothing read is lost, since what is not yet
+        processed stays pending in the group."""
         self._stopping = True
         self.wake.set()
-        self._armed.set()
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
@@ -54,37 +53,23 @@ class Fetcher:
 
     async def _fetch(self) -> None:
         executor = self.executor
-        transport = executor.transport
         processor = executor.processor
         inboxes = self.inboxes
-        last = await retrying(
-            lambda: transport.last_delivered(list(inboxes), executor.group), "reading positions"
-        )
-        for key, xid in last.items():
-            inboxes[key].last_id = xid
         backoff = Backoff()
         while not self._stopping:
+            reraise_if_cancelled()
             wanted = {key: box.position for key, box in inboxes.items() if box.wants_more}
             if not wanted:
                 self.wake.clear()
                 if not self._stopping:
                     await self.wake.wait()
                 continue
-            history = any(pos != NEW for pos in wanted.values())
-            idle = (
-                not history
-                and len(wanted) == len(inboxes)
-                and not any(b.items for b in inboxes.values())
-            )
             try:
-                result = await transport.read(
-                    executor.group,
-                    executor.consumer_name,
-                    wanted,
-                    processor.prefetch_count,
-                    processor.read_timeout if idle else None,
+                result = await executor.coordination.read(
+                    executor.id, executor.consumer_name, wanted, processor.prefetch_count
                 )
             except Exception as exc:
+                reraise_if_cancelled()
                 log.warning(
                     "reading %s failed, retrying in %.1fs: %r",
                     processor.stream.name,
@@ -94,42 +79,58 @@ class Fetcher:
                 await backoff.sleep()
                 continue
             backoff.reset()
+            for key in result.lost:
+                executor.lost(key)
             got = False
-            for key, entries in result:
+            history = False
+            for key, entries in result.entries:
+                box = inboxes.get(key)
+                if box is None:
+                    continue  # revoked meanwhile: the entries stay pending for the next owner
+                if box.position != NEW:
+                    history = True
+                    if not entries:
+                        box.position = NEW  # the partition's pending entries are drained
+                        continue
                 if entries:
                     got = True
-                    await self._deliver(inboxes[key], entries)
-            if history:
-                # A pending read that came back empty means that history is drained.
-                for key, pos in wanted.items():
-                    if pos != NEW and not any(k == key and e for k, e in result):
-                        inboxes[key].position = NEW
-                continue
-            if got or idle:
+                    await self._deliver(box, entries)
+            if got or history or self._stopping:
                 continue
             if any(box.wants_more for key, box in inboxes.items() if key not in wanted):
                 continue  # a consumer made room during the read
             self.wake.clear()
-            if self._stopping:
-                break
-            self._watch = {key: inboxes[key].last_id for key in wanted}
-            self._armed.set()
+            await self._arm({key: box for key, box in inboxes.items() if key in wanted})
             await self.wake.wait()
-            if not self._stopping:
-                self._armed.clear()
+            self._armed.clear()
+
+    async def _arm(self, boxes: dict[str, Inbox]) -> None:
+        """Point the watcher at the partitions that came back empty."""
+        unknown = [key for key, box in boxes.items() if box.last_id is None]
+        if unknown:
+            try:
+                known = await self.executor.transport.last_delivered(unknown, self.executor.group)
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.debug("reading group positions failed: %r", exc)
+                known = {}
+            for key in unknown:
+                boxes[key].last_id = known.get(key, b"0-0")
+        self._watch = {key: box.last_id or b"0-0" for key, box in boxes.items()}
+        self._armed.set()
 
     async def _watcher(self) -> None:
         """While armed, wait on its own connection for new entries on the quiet partitions."""
         transport = self.executor.transport
         block = self.executor.processor.read_timeout
         while True:
+            reraise_if_cancelled()
             await self._armed.wait()
-            if self._stopping:
-                return
             try:
                 if await transport.wait_for_new(self._watch, block):
                     self.wake.set()
             except Exception as exc:
+                reraise_if_cancelled()
                 log.debug("watching for new events failed: %r", exc)
                 await asyncio.sleep(0.5)
 
@@ -154,5 +155,5 @@ class Fetcher:
                 len(trimmed),
                 partition,
             )
-            await self.executor.transport.ack(self.executor.group, {partition.key: trimmed})
+            await self.executor.coordination.ack(self.executor.id, {partition.key: trimmed})
         box.put(events)

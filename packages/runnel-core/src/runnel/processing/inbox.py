@@ -21,7 +21,7 @@ class Inbox:
         self.capacity = capacity
         self.items: deque[Event] = deque()
         self.position: bytes = PENDING_START
-        self.last_id: bytes = b"0-0"  # newest id delivered to the group: where "new" starts
+        self.last_id: bytes | None = None  # newest id delivered to the group: where "new" starts
         self.closed = False
         self._ready = asyncio.Event()
         self._wake = wake

@@ -15,6 +15,18 @@ FIRST_DELAY = 0.1
 MAX_DELAY = 5.0
 
 
+def reraise_if_cancelled() -> None:
+    """Raise a cancellation that a library swallowed or turned into an ordinary error.
+
+    Call it at the top of every long-running loop and first in its ``except Exception``
+    blocks: redis-py can retry a command interrupted by a cancellation, or report it as
+    a connection error, and a loop would then never stop.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class Backoff:
     """Delays of 0.1 s doubling up to 5 s; reset after a success."""
 
@@ -33,8 +45,10 @@ async def retrying(call: Callable[[], Awaitable[T]], what: str) -> T:
     """Await ``call()`` until it succeeds, logging each failure (cancellation stops it)."""
     backoff = Backoff()
     while True:
+        reraise_if_cancelled()
         try:
             return await call()
         except Exception as exc:
+            reraise_if_cancelled()
             log.warning("%s failed, retrying in %.1fs: %r", what, backoff.delay, exc)
             await backoff.sleep()

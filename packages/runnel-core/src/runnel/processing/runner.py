@@ -1,4 +1,4 @@
-"""The runner: one fetcher plus one consumer per owned partition, started and stopped together."""
+"""The runner: the partitions an executor owns right now, one consumer each, one fetcher."""
 
 from __future__ import annotations
 
@@ -18,43 +18,85 @@ log = logging.getLogger("runnel.runner")
 
 
 class Runner:
-    def __init__(self, executor: Executor, partitions: list[Partition]) -> None:
+    """Starts a consumer for each partition assigned and stops it when revoked.
+
+    Every consumer task belongs to the runner's task group, so nothing outlives
+    :meth:`run`; a revoked partition's consumer gets ``grace_period`` to finish its
+    iteration and acknowledge, and is cancelled after that.
+    """
+
+    def __init__(self, executor: Executor) -> None:
         self.executor = executor
-        processor = executor.processor
-        space = asyncio.Event()
-        self.inboxes = {p.key: Inbox(p, processor.prefetch_count, space) for p in partitions}
-        self.consumers = [Consumer(executor, box.partition, box) for box in self.inboxes.values()]
-        self.fetcher = Fetcher(executor, self.inboxes, space)
+        self.inboxes: dict[str, Inbox] = {}
+        self.consumers: dict[int, tuple[Consumer, asyncio.Task[None]]] = {}
+        self.wake = asyncio.Event()
+        self.fetcher = Fetcher(executor, self.inboxes, self.wake)
+        self._group: asyncio.TaskGroup | None = None
+        self._started = asyncio.Event()
         self._stop = asyncio.Event()
+        self._quiet = False
+
+    @property
+    def owned(self) -> set[int]:
+        return set(self.consumers)
 
     def stop(self) -> None:
+        self.quiesce()
         self._stop.set()
 
-    async def run(self) -> None:
-        grace = self.executor.processor.grace_period
-        async with asyncio.TaskGroup() as tg:
-            fetching = tg.create_task(self.fetcher.run(), name="fetcher")
-            consuming = [
-                tg.create_task(c.run(), name=f"consumer-{c.partition.number}")
-                for c in self.consumers
-            ]
-            await self._stop.wait()
+    def quiesce(self) -> None:
+        """Let in-flight iterations finish but start no new ones, on any partition."""
+        self._quiet = True
+        for consumer, _ in self.consumers.values():
+            consumer.stop()
 
-            # Graceful stop: no new reads, in-flight iterations get `grace` seconds to finish
-            # (each consumer acknowledges what finished on its way out), then cancel the rest.
-            # Cancelling a read in flight loses nothing: entries it took stay pending in the
-            # group and are read again first by the next owner.
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            self._group = tg
+            self._started.set()
+            fetching = tg.create_task(self.fetcher.run(), name="fetcher")
+            await self._stop.wait()
+            await self.revoke(list(self.consumers))
+            # Cancelling a read in flight loses nothing: what it took stays pending in the
+            # group and is read again first by the next owner.
             self.fetcher.stop()
             fetching.cancel()
-            for consumer in self.consumers:
-                consumer.stop()
-            _, late = await asyncio.wait(consuming, timeout=grace)
-            if late:
-                log.warning(
-                    "%d partitions of %s did not finish within grace_period=%ss; cancelling them",
-                    len(late),
-                    self.executor.processor.name,
-                    grace,
-                )
-                for task in late:
-                    task.cancel()
+
+    async def assign(self, partitions: list[Partition]) -> None:
+        await self._started.wait()
+        assert self._group is not None
+        if self._quiet:
+            return
+        processor = self.executor.processor
+        for p in partitions:
+            if p.number in self.consumers:
+                continue
+            inbox = Inbox(p, processor.prefetch_count, self.wake)
+            consumer = Consumer(self.executor, p, inbox)
+            self.inboxes[p.key] = inbox
+            task = self._group.create_task(consumer.run(), name=f"consumer-{p.number}")
+            self.consumers[p.number] = (consumer, task)
+        self.wake.set()
+
+    async def revoke(self, numbers: list[int], graceful: bool = True) -> None:
+        """Stop consuming these partitions: in-flight iterations finish (within the grace
+        period, if ``graceful``) and what finished is acknowledged."""
+        stopping = [self.consumers.pop(n) for n in numbers if n in self.consumers]
+        for consumer, _ in stopping:
+            consumer.stop()
+            self.inboxes.pop(consumer.partition.key, None)
+        tasks = [task for _, task in stopping]
+        if not tasks:
+            return
+        grace = self.executor.processor.grace_period if graceful else 0
+        _, late = await asyncio.wait(tasks, timeout=grace)
+        if late:
+            log.warning(
+                "%d partitions of %s did not finish within %ss; cancelling them",
+                len(late),
+                self.executor.processor.name,
+                grace,
+            )
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -31,6 +34,7 @@ class Worker:
         self.app = app
         self.processors = list(app.processors.values()) if processors is None else list(processors)
         self.executors = [Executor(self, p) for p in self.processors]
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.exit_code = 0
         self._stopping = asyncio.Event()
         self._signals = 0

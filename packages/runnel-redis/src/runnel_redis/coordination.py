@@ -1,0 +1,200 @@
+"""Membership, control messages, locks, heartbeats and leadership on Redis keys."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from runnel.coordination import Coordination, Leadership, Members, ReadResult
+from runnel.transport import Entry
+from runnel_redis import keys, scripts
+
+ADMIN_TTL_MS = 10_000
+ADMIN_WAIT = 0.05
+CONTROL_MAXLEN = 1000
+
+
+class RedisCoordination(Coordination):
+    def __init__(
+        self, client: aioredis.Redis, app: str, stream: str, processor: str, group: str
+    ) -> None:
+        self.redis = client
+        self.app, self.stream, self.processor, self.group = app, stream, processor, group
+        self.membership_key = keys.membership(app, stream, processor)
+        self.control_key = keys.control(app, stream, processor)
+        self.admin_key = keys.admin_lock(app, stream, processor)
+        self._acquire = client.register_script(scripts.ACQUIRE)
+        self._release = client.register_script(scripts.RELEASE)
+        self._beat = client.register_script(scripts.BEAT)
+        self._read = client.register_script(scripts.FENCED_READ)
+        self._ack = client.register_script(scripts.FENCED_ACK)
+        self._locks: dict[str, str] = {}
+
+    def lock_key(self, number: int) -> str:
+        return keys.partition_lock(self.app, self.stream, self.processor, number)
+
+    def _lock_for_stream(self, stream_key: str) -> str:
+        lock = self._locks.get(stream_key)
+        if lock is None:
+            number = int(stream_key.rsplit(".", 1)[1])
+            lock = self._locks[stream_key] = self.lock_key(number)
+        return lock
+
+    # Membership and control.
+
+    async def members(self) -> Members:
+        raw = await self.redis.get(self.membership_key)
+        return _parse_members(raw)
+
+    async def change_members(
+        self, change: Callable[[Members], Members], reason: str, executor: str
+    ) -> Members:
+        token = uuid.uuid4().hex
+        while not await self.redis.set(self.admin_key, token, nx=True, px=ADMIN_TTL_MS):  # noqa: ASYNC110 (a lock in Redis)
+            await asyncio.sleep(ADMIN_WAIT)
+        try:
+            members = change(_parse_members(await self.redis.get(self.membership_key)))
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.set(self.membership_key, json.dumps(members, sort_keys=True))
+                pipe.xadd(
+                    self.control_key,
+                    {"reason": reason, "executor": executor},
+                    maxlen=CONTROL_MAXLEN,
+                    approximate=True,
+                )
+                await pipe.execute()
+            return members
+        finally:
+            await self._release(keys=[self.admin_key], args=[token])
+
+    async def announce(self, reason: str, executor: str) -> None:
+        await self.redis.xadd(
+            self.control_key,
+            {"reason": reason, "executor": executor},
+            maxlen=CONTROL_MAXLEN,
+            approximate=True,
+        )
+
+    async def control_tail(self) -> bytes:
+        last = await self.redis.xrevrange(self.control_key, count=1)
+        return last[0][0] if last else b"0-0"
+
+    async def control(self, after: bytes, block_ms: int) -> tuple[bytes, list[dict[str, str]]]:
+        reply = await self.redis.execute_command(
+            "XREAD", "COUNT", 100, "BLOCK", block_ms, "STREAMS", self.control_key, after
+        )
+        if not reply:
+            return after, []
+        messages = []
+        for _, entries in reply.items() if isinstance(reply, dict) else reply:
+            for xid, flat in entries:
+                it = iter(flat)
+                messages.append({k.decode(): v.decode() for k, v in zip(it, it, strict=True)})
+                after = xid
+        return after, messages
+
+    # Locks and heartbeats.
+
+    async def acquire(self, owner: str, partitions: Sequence[int], ttl_ms: int) -> set[int]:
+        if not partitions:
+            return set()
+        got = await self._acquire(keys=[self.lock_key(p) for p in partitions], args=[owner, ttl_ms])
+        return {p for p, ok in zip(partitions, got, strict=True) if ok}
+
+    async def release(self, owner: str, partitions: Sequence[int]) -> None:
+        if partitions:
+            await self._release(keys=[self.lock_key(p) for p in partitions], args=[owner])
+
+    async def beat(self, owner: str, partitions: Sequence[int], ttl_ms: int) -> set[int]:
+        beat_key = keys.heartbeat(self.app, self.stream, self.processor, owner)
+        held = await self._beat(
+            keys=[beat_key, *[self.lock_key(p) for p in partitions]], args=[owner, ttl_ms]
+        )
+        return {p for p, ok in zip(partitions, held, strict=True) if ok}
+
+    async def alive(self, executors: Sequence[str]) -> set[str]:
+        if not executors:
+            return set()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for e in executors:
+                pipe.exists(keys.heartbeat(self.app, self.stream, self.processor, e))
+            found = await pipe.execute()
+        return {e for e, n in zip(executors, found, strict=True) if n}
+
+    async def lock_owners(self, count: int) -> dict[int, str | None]:
+        values = await self.redis.mget([self.lock_key(p) for p in range(count)])
+        return {p: (v.decode() if v else None) for p, v in enumerate(values)}
+
+    # Fenced reading and acknowledging.
+
+    async def read(
+        self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
+    ) -> ReadResult:
+        streams = list(positions)
+        locks = [self._lock_for_stream(s) for s in streams]
+        reply = await self._read(
+            keys=[*locks, *streams], args=[owner, self.group, consumer, count, *positions.values()]
+        )
+        result = ReadResult()
+        for raw_key, raw_entries in reply:
+            key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+            if raw_entries is None:
+                result.lost.append(key)
+                continue
+            entries: list[Entry] = []
+            for xid, flat in raw_entries:
+                if not flat:
+                    entries.append((xid, None))
+                else:
+                    it = iter(flat)
+                    entries.append((xid, dict(zip(it, it, strict=True))))
+            result.entries.append((key, entries))
+        return result
+
+    async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
+        lost = []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            order = []
+            for key, xids in ids.items():
+                for start in range(0, len(xids), 1000):
+                    await self._ack(
+                        keys=[self._lock_for_stream(key), key],
+                        args=[owner, self.group, *xids[start : start + 1000]],
+                        client=pipe,
+                    )
+                    order.append(key)
+            replies = await pipe.execute()
+        for key, reply in zip(order, replies, strict=True):
+            if reply == -1 and key not in lost:
+                lost.append(key)
+        return lost
+
+
+class RedisLeadership(Leadership):
+    def __init__(self, client: aioredis.Redis, app: str) -> None:
+        self.redis = client
+        self.key = keys.leader(app)
+        self._claim = client.register_script(scripts.CLAIM)
+        self._release = client.register_script(scripts.RELEASE)
+
+    async def claim(self, candidate: str, ttl_ms: int) -> bool:
+        return bool(await self._claim(keys=[self.key], args=[candidate, ttl_ms]))
+
+    async def resign(self, candidate: str) -> None:
+        await self._release(keys=[self.key], args=[candidate])
+
+    async def leader(self) -> str | None:
+        value = await self.redis.get(self.key)
+        return value.decode() if value else None
+
+
+def _parse_members(raw: Any) -> Members:
+    if not raw:
+        return {}
+    data = json.loads(raw)
+    return data if isinstance(data, dict) else {}

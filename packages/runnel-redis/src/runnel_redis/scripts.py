@@ -1,0 +1,91 @@
+"""Lua scripts: each check-and-act on a lock happens atomically inside Redis."""
+
+# KEYS: partition locks. ARGV: owner, ttl_ms. Take free locks, refresh ours; 1 = ours.
+ACQUIRE = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local holder = redis.call('GET', key)
+  if holder == false then
+    redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+    out[i] = 1
+  elseif holder == ARGV[1] then
+    redis.call('PEXPIRE', key, ARGV[2])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+"""
+
+# KEYS: locks (or any compare-and-delete keys). ARGV: owner. Delete only what we hold.
+RELEASE = """
+local n = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    redis.call('DEL', key)
+    n = n + 1
+  end
+end
+return n
+"""
+
+# KEYS[1]: our heartbeat; KEYS[2..]: our locks. ARGV: owner, ttl_ms.
+# Refresh the heartbeat, extend the locks still ours; 1 = still ours.
+BEAT = """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local out = {}
+for i = 2, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    out[i - 1] = 1
+  else
+    out[i - 1] = 0
+  end
+end
+return out
+"""
+
+# KEYS: n locks then the n partition streams. ARGV: owner, group, consumer, count,
+# then n read positions. Reads (never blocking) only the partitions whose lock we hold.
+# Returns {key, entries} for each partition read and {key, false} for each lost one.
+FENCED_READ = """
+local n = #KEYS / 2
+local out = {}
+for i = 1, n do
+  local stream = KEYS[n + i]
+  if redis.call('GET', KEYS[i]) == ARGV[1] then
+    local reply = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4],
+                             'STREAMS', stream, ARGV[4 + i])
+    if reply then
+      out[#out + 1] = {stream, reply[1][2]}
+    else
+      out[#out + 1] = {stream, {}}
+    end
+  else
+    out[#out + 1] = {stream, false}
+  end
+end
+return out
+"""
+
+# KEYS: lock, stream. ARGV: owner, group, ids... Acknowledge only if we hold the lock.
+FENCED_ACK = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return -1
+end
+return redis.call('XACK', KEYS[2], ARGV[2], unpack(ARGV, 3))
+"""
+
+# KEYS[1]: leader key. ARGV: candidate, ttl_ms. Take it if free, keep it if ours.
+CLAIM = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+elseif holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
