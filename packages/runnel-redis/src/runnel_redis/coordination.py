@@ -140,14 +140,12 @@ class RedisCoordination(Coordination):
         reply = await self._read(
             keys=[*locks, *streams], args=[owner, self.group, consumer, count, *positions.values()]
         )
-        result = ReadResult()
-        for raw_key, raw_entries in reply:
+        held, replies = reply
+        result = ReadResult(lost=[s for s, ok in zip(streams, held, strict=True) if not ok])
+        for raw_key, raw_entries in replies or []:
             key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
-            if raw_entries is None:
-                result.lost.append(key)
-                continue
             entries: list[Entry] = []
-            for xid, flat in raw_entries:
+            for xid, flat in raw_entries or []:
                 if not flat:
                     entries.append((xid, None))
                 else:
@@ -157,6 +155,13 @@ class RedisCoordination(Coordination):
         return result
 
     async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
+        if len(ids) == 1:
+            [(key, xids)] = ids.items()
+            if len(xids) <= 1000:  # the usual case: one partition's batch, no pipeline
+                reply = await self._ack(
+                    keys=[self._lock_for_stream(key), key], args=[owner, self.group, *xids]
+                )
+                return [key] if reply == -1 else []
         lost = []
         async with self.redis.pipeline(transaction=False) as pipe:
             order = []

