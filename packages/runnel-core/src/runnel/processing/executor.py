@@ -29,7 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runnel.coordination import Members
-from runnel.processing.retry import Backoff, reraise_if_cancelled, retrying
+from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
 
@@ -305,7 +305,7 @@ class Executor:
 
     async def _control(self) -> None:
         position = await retrying(self.coordination.control_tail, "reading the control stream")
-        block = self.processor.read_timeout
+        block = min(self.processor.read_timeout, BLOCK_CAP_MS)
         while True:
             reraise_if_cancelled()
             try:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from runnel.processing.retry import Backoff, reraise_if_cancelled
+from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled
 from runnel.transport import NEW
 from runnel.types import Event
 
@@ -122,7 +122,7 @@ class Fetcher:
     async def _watcher(self) -> None:
         """While armed, wait on its own connection for new entries on the quiet partitions."""
         transport = self.executor.transport
-        block = self.executor.processor.read_timeout
+        block = min(self.executor.processor.read_timeout, BLOCK_CAP_MS)
         while True:
             reraise_if_cancelled()
             await self._armed.wait()

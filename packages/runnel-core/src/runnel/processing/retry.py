@@ -11,6 +11,11 @@ log = logging.getLogger("runnel.retry")
 
 T = TypeVar("T")
 
+BLOCK_CAP_MS = 500
+"""Longest a background loop blocks in one command. A cancellation that arrives during a
+blocking command can be held back by the Redis client until the command returns, so
+this bounds how long stopping can take."""
+
 FIRST_DELAY = 0.1
 MAX_DELAY = 5.0
 
