@@ -95,6 +95,11 @@ class Transport(abc.ABC):
     async def aclose(self) -> None:
         """Release connections."""
 
+    async def backlog(self, keys: Sequence[str], group: str) -> dict[str, tuple[int | None, int]]:
+        """For each key: (entries not yet delivered to the group, entries delivered but not
+        acknowledged). The first is None where the store cannot tell."""
+        raise Misconfigured(f"{type(self).__name__} cannot report backlogs")
+
     def coordination(self, app: str, stream: str, processor: str) -> Coordination:
         """The shared state of one processor's executors (membership, locks, ...)."""
         raise Misconfigured(f"{type(self).__name__} does not support several workers")

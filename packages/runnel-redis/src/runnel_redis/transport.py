@@ -154,6 +154,30 @@ class RedisTransport(Transport):
     async def aclose(self) -> None:
         await self.redis.aclose()
 
+    async def backlog(self, keys: Sequence[str], group: str) -> dict[str, tuple[int | None, int]]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.exists(key)
+            exists = await pipe.execute()
+        out: dict[str, tuple[int | None, int]] = {}
+        for key, present in zip(keys, exists, strict=True):
+            if not present:
+                out[key] = (0, 0)
+                continue
+            info = next(
+                (g for g in await self.redis.xinfo_groups(key) if _text(g["name"]) == group), None
+            )
+            if info is None:
+                out[key] = (await self.redis.xlen(key), 0)
+                continue
+            lag = info.get("lag")  # Redis 7 and later
+            if lag is None:
+                # Redis 6.2: count what lies after the last delivered id, up to a limit.
+                after = b"(" + info["last-delivered-id"]
+                lag = len(await self.redis.xrange(key, min=after, max="+", count=10_001))
+            out[key] = (int(lag), int(info["pending"]))
+        return out
+
     def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
         return RedisCoordination(self.redis, app, stream, processor, group=processor)
 

@@ -9,6 +9,7 @@ import click
 from runnel import __version__
 from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
+from runnel.cli.status import status
 from runnel.cli.worker import worker
 
 
@@ -32,6 +33,7 @@ cli.add_command(worker)
 cli.add_command(send)
 cli.add_command(sendmany)
 cli.add_command(processor)
+cli.add_command(status)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from runnel.processing.executor import Executor
+from runnel.processing.retry import reraise_if_cancelled
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -38,10 +39,11 @@ class Worker:
         self.exit_code = 0
         self._stopping = asyncio.Event()
         self._signals = 0
+        self._leading = False
 
     def is_leader(self) -> bool:
-        """Whether ``on_leader`` jobs run here (election arrives with multi-worker support)."""
-        return True
+        """Whether this worker is the app's elected leader right now."""
+        return self._leading
 
     def stop(self, exit_code: int = 0, reason: str = "stop requested") -> None:
         if self._stopping.is_set():
@@ -72,20 +74,73 @@ class Worker:
         return self.exit_code
 
     async def _run(self) -> None:
-        jobs = [j for j in self.app.jobs if not j.on_leader or self.is_leader()]
+        everywhere = [j for j in self.app.jobs if not j.on_leader]
+        on_leader = [j for j in self.app.jobs if j.on_leader]
         log.info(
-            "worker starting: app=%s processors=%s jobs=%d",
+            "worker %s starting: app=%s processors=%s jobs=%d",
+            self.id,
             self.app.name,
             ",".join(p.name for p in self.processors) or "-",
-            len(jobs),
+            len(self.app.jobs),
         )
         async with asyncio.TaskGroup() as tg:
             running = [tg.create_task(e.run(), name=repr(e)) for e in self.executors]
-            background = [tg.create_task(self._job(j), name=j.name) for j in jobs]
+            background = [tg.create_task(self._job(j), name=j.name) for j in everywhere]
+            leading = tg.create_task(self._lead(on_leader), name="leadership")
             await self._stopping.wait()
             await asyncio.gather(*running, return_exceptions=True)
-            await self._finish_jobs(background)
+            await self._finish_jobs([*background, leading])
         log.info("worker stopped")
+
+    async def _lead(self, jobs: list[Job]) -> None:
+        """Take part in the app's leader election; run ``on_leader`` jobs while leading.
+
+        The leader key expires after three poll intervals, so when a leader dies another
+        worker takes over within about that long. A leader that cannot renew its claim
+        stops its leader jobs at once rather than risk two leaders.
+        """
+        election = self.app.transport.leadership(self.app.name)
+        interval = self.app.settings.leadership_poll_interval / 1000
+        ttl_ms = int(interval * 3000)
+        work: asyncio.Task[None] | None = None
+        try:
+            while not self._stopping.is_set():
+                reraise_if_cancelled()
+                try:
+                    leading = await election.claim(self.id, ttl_ms)
+                except Exception as exc:
+                    reraise_if_cancelled()
+                    log.warning("leader election failed: %r", exc)
+                    leading = False
+                if leading and work is None:
+                    log.info("worker %s is the leader of %s", self.id, self.app.name)
+                    work = asyncio.create_task(self._leader_jobs(jobs), name="leader-jobs")
+                elif not leading and work is not None:
+                    log.info("worker %s is no longer the leader", self.id)
+                    work.cancel()
+                    await asyncio.gather(work, return_exceptions=True)
+                    work = None
+                self._leading = leading
+                try:
+                    async with asyncio.timeout(interval):
+                        await self._stopping.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            self._leading = False
+            if work is not None:
+                # Stopping: leader jobs finish their run in flight, as other jobs do.
+                await self._finish_jobs([work])
+                await asyncio.gather(work, return_exceptions=True)
+            try:
+                await election.resign(self.id)
+            except Exception as exc:
+                log.debug("resigning the leadership failed (it will expire): %r", exc)
+
+    async def _leader_jobs(self, jobs: list[Job]) -> None:
+        async with asyncio.TaskGroup() as tg:
+            for job in jobs:
+                tg.create_task(self._job(job), name=job.name)
 
     async def _job(self, job: Job) -> None:
         await job.run(self._stopping)

@@ -1,0 +1,86 @@
+"""``runnel status``: who runs what, who leads, and how far behind each partition is."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from runnel.app import App
+from runnel.cli.common import load, load_plugins, plugin_option, run
+
+
+@click.command()
+@click.argument("target", metavar="MODULE:APP")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@plugin_option
+def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
+    """Show each processor's workers, the partitions each owns, the leader, and each
+    partition's lag (events not yet delivered) and pending (delivered, not acknowledged)."""
+    load_plugins(plugins)
+    app = load(target, App)
+    report = run(_gather(app), app)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(f"app {report['app']}   leader: {report['leader'] or '-'}")
+    for proc in report["processors"]:
+        click.echo(
+            f"\nprocessor {proc['name']}  (stream {proc['stream']}, "
+            f"{len(proc['partitions'])} partitions)"
+        )
+        if not proc["executors"]:
+            click.echo("  no workers")
+        for ex in proc["executors"]:
+            state = "alive" if ex["alive"] else "NOT BEATING"
+            parts = ",".join(map(str, ex["partitions"])) or "-"
+            where = f"{ex['host']} pid {ex['pid']}"
+            click.echo(f"  executor {ex['id']}  {where}  {state}  partitions {parts}")
+        click.echo("  partition  owner          lag  pending")
+        for p in proc["partitions"]:
+            lag = "?" if p["lag"] is None else p["lag"]
+            click.echo(f"  {p['number']:>9}  {p['owner'] or '-':<12} {lag:>5}  {p['pending']:>7}")
+
+
+async def _gather(app: App) -> dict[str, Any]:
+    transport = app.transport
+    report: dict[str, Any] = {
+        "app": app.name,
+        "leader": await transport.leadership(app.name).leader(),
+        "processors": [],
+    }
+    for proc in app.processors.values():
+        stream = proc.stream
+        coord = transport.coordination(app.name, stream.name, proc.name)
+        members = await coord.members()
+        alive = await coord.alive(list(members))
+        owners = await coord.lock_owners(stream.partition_count)
+        keys = [p.key for p in stream.partitions]
+        backlog = await transport.backlog(keys, proc.name)
+        report["processors"].append(
+            {
+                "name": proc.name,
+                "stream": stream.name,
+                "executors": [
+                    {
+                        "id": ex_id,
+                        "host": info.get("host"),
+                        "pid": info.get("pid"),
+                        "alive": ex_id in alive,
+                        "partitions": info.get("partitions", []),
+                    }
+                    for ex_id, info in sorted(members.items())
+                ],
+                "partitions": [
+                    {
+                        "number": n,
+                        "owner": owners.get(n),
+                        "lag": backlog[key][0],
+                        "pending": backlog[key][1],
+                    }
+                    for n, key in enumerate(keys)
+                ],
+            }
+        )
+    return report
