@@ -108,8 +108,12 @@ class Events:
             await consumer.acks.flush()
             if not await consumer.inbox.wait():
                 return False
-        if not consumer.executor.lease_valid() and not await consumer.executor.lease_renewed():
-            return False  # we may no longer own this partition: do not start anything
+        # Start nothing unless our lock is surely still ours: after a pause or while Redis
+        # is unreachable, wait for a heartbeat to confirm it (or for the partition to go).
+        while not consumer.executor.lease_valid():
+            if consumer.stopping:
+                return False
+            await consumer.executor.lease_renewed()
         return not consumer.stopping
 
     async def _finished(self, items: list[Event]) -> None:

@@ -100,10 +100,10 @@ class Executor:
         return time.monotonic() < self._lease_until
 
     async def lease_renewed(self) -> bool:
-        """Wait for the next heartbeat; True if our locks were extended by it."""
+        """Wait (a second at most) for the next successful heartbeat; True if it came."""
         self._beaten.clear()
         try:
-            async with asyncio.timeout(self.processor.lock_expiry):
+            async with asyncio.timeout(1.0):
                 await self._beaten.wait()
         except TimeoutError:
             return False
