@@ -545,13 +545,6 @@ async def test_a_paused_owner_is_fenced_out_then_rejoins(
         assert await b.stop() == 0
 
 
-@pytest.mark.xfail(
-    reason="BUG: Executor._rebalance_once extends the executor-wide lease (_lease_until) "
-    "whenever acquire() gets any lock, although only the acquired locks were extended: "
-    "consumers of partitions whose locks expired (heartbeat failing) and were taken by "
-    "another owner start iterations again on the events already in their inboxes",
-    strict=True,
-)
 async def test_acquiring_a_lock_does_not_renew_the_lease_of_locks_lost_meanwhile(
     redis_url: str,
     app_name: str,

@@ -234,7 +234,8 @@ class Executor:
         while wanted and not self._rebalance.is_set() and not self._stop.is_set():
             got = await self.coordination.acquire(self.id, wanted, self.ttl_ms)
             if got:
-                self._lease_until = max(self._lease_until, self._lease_deadline(time.monotonic()))
+                # No lease extension here: the lease comes from heartbeats, which extend
+                # every lock at once; a lock taken now expires later than the lease anyway.
                 await self.runner.assign([stream.partitions[n] for n in sorted(got)])
                 wanted = [n for n in wanted if n not in got]
             if wanted:
