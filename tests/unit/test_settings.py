@@ -34,7 +34,7 @@ def test_defaults_as_documented():
     assert s.default_hasher is md5_hasher
     # Units: ms for leadership_poll_interval and read_timeout, seconds for the others.
     assert s.leadership_poll_interval == 4000
-    assert s.default_read_timeout == 2000
+    assert s.default_read_timeout == 500
     assert s.default_lock_expiry == 30
     assert s.default_prefetch_count == 8
     assert s.default_assignment_attempts == 32

@@ -24,7 +24,7 @@ class Processor:
     exception_policy: ExceptionPolicy
     middleware: Sequence[Middleware] = field(default_factory=list)
     lock_expiry: float = 30
-    read_timeout: int = 2000
+    read_timeout: int = 500
     prefetch_count: int = 8
     assignment_attempts: int = 32
     assignment_sleep: float = 2

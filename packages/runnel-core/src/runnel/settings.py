@@ -40,7 +40,7 @@ class Settings(BaseSettings):
     # Processor defaults.
     default_exception_policy: ExceptionPolicy = ExceptionPolicy.HALT
     default_lock_expiry: float = Field(30, gt=0, description="seconds")
-    default_read_timeout: int = Field(2000, gt=0, description="milliseconds")
+    default_read_timeout: int = Field(500, gt=0, description="milliseconds")
     default_prefetch_count: int = Field(8, gt=0)
     default_assignment_attempts: int = Field(32, gt=0)
     default_assignment_sleep: float = Field(2, ge=0, description="seconds")

@@ -52,8 +52,9 @@ class Transport(abc.ABC):
     async def adopt_pending(self, key: str, group: str, consumer: str) -> int:
         """Move entries pending for other consumers of ``group`` on ``key`` to ``consumer``.
 
-        Called when a partition gets a new owner, so that what a previous owner (or an
-        older Runnel) read but never acknowledged is delivered again, first and in order.
+        Called when an executor starts, so that what consumers of other names (runnel 0.1
+        used one per worker) read but never acknowledged is delivered again, first and in
+        order. Runnel itself reads as one consumer name, so this is a one-time migration.
         """
 
     @abc.abstractmethod

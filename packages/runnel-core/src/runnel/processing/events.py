@@ -149,6 +149,9 @@ class Events:
                     break
                 if not await inbox.wait(timeout=remaining):
                     break
+            # Gathering took time: check the lease again before handing the batch over.
+            while not consumer.executor.lease_valid() and not consumer.stopping:
+                await consumer.executor.lease_renewed()
             if consumer.stopping:
                 return  # not started: these stay pending and are delivered again later
             self.inflight = batch

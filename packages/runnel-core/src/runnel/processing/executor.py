@@ -159,13 +159,20 @@ class Executor:
         count = self.processor.stream.partition_count
         me = {"host": socket.gethostname(), "pid": os.getpid(), "worker": self.worker.id}
 
-        def add_me(members: Members) -> Members:
-            members = dict(members)
-            members[self.id] = {**me, "partitions": []}
-            return _reassign(members, count)
+        async def join() -> Members:
+            # Members whose heartbeat has expired are dropped on the way in, so a worker
+            # started after a crash does not leave the dead one's share idle.
+            alive = await self.coordination.alive(list(await self.coordination.members()))
+
+            def add_me(members: Members) -> Members:
+                members = {k: v for k, v in members.items() if k in alive}
+                members[self.id] = {**me, "partitions": []}
+                return _reassign(members, count)
+
+            return await self.coordination.change_members(add_me, "join", self.id)
 
         await self._beat_once()  # alive before anyone can see us in the membership
-        await retrying(lambda: self.coordination.change_members(add_me, "join", self.id), "joining")
+        await retrying(join, "joining")
         self._rebalance.set()
         log.info("%r joined", self)
 
@@ -300,6 +307,7 @@ class Executor:
                     return _reassign({k: v for k, v in current.items() if k not in dead}, count)
 
                 await self.coordination.change_members(drop_dead, "dead", self.id)
+                self._rebalance.set()  # our own message does not wake our control loop
             except Exception as exc:
                 reraise_if_cancelled()
                 log.warning("%r maintenance failed: %r", self, exc)
