@@ -13,6 +13,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from runnel.processing.retry import reraise_if_cancelled
+
 log = logging.getLogger("runnel.background")
 
 
@@ -44,6 +46,7 @@ class Job:
             await self._guarded()
             return
         while not stopping.is_set():
+            reraise_if_cancelled()
             delay = self.next_delay(datetime.now(tz=self.timezone))
             try:
                 async with asyncio.timeout(delay):
@@ -69,6 +72,7 @@ class Job:
         except asyncio.CancelledError:
             raise
         except Exception:
+            reraise_if_cancelled()
             log.exception("%s %s raised", self.kind, self.name)
 
 

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.coordination import Coordination, Leadership, Members, ReadResult
 from runnel.transport import Entry
@@ -55,8 +57,7 @@ class RedisCoordination(Coordination):
         self, change: Callable[[Members], Members], reason: str, executor: str
     ) -> Members:
         token = uuid.uuid4().hex
-        while not await self.redis.set(self.admin_key, token, nx=True, px=ADMIN_TTL_MS):  # noqa: ASYNC110 (a lock in Redis)
-            await asyncio.sleep(ADMIN_WAIT)
+        await self._take_admin_lock(token)
         try:
             members = change(_parse_members(await self.redis.get(self.membership_key)))
             async with self.redis.pipeline(transaction=True) as pipe:
@@ -71,6 +72,18 @@ class RedisCoordination(Coordination):
             return members
         finally:
             await self._release(keys=[self.admin_key], args=[token])
+
+    async def _take_admin_lock(self, token: str) -> None:
+        while True:
+            try:
+                if await self.redis.set(self.admin_key, token, nx=True, px=ADMIN_TTL_MS):
+                    return
+            except (ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError):
+                # The reply may be lost after the lock was set: look before trying again.
+                if await self.redis.get(self.admin_key) == token.encode():
+                    return
+                raise
+            await asyncio.sleep(ADMIN_WAIT)
 
     async def announce(self, reason: str, executor: str) -> None:
         await self.redis.xadd(

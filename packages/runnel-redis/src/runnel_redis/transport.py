@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from runnel.transport import Entry, Fields, Transport
@@ -22,6 +24,10 @@ class RedisTransport(Transport):
 
     def __init__(self, url: str, **client_options: Any) -> None:
         self.url = url
+        # No silent retries inside the client: a command whose reply was lost may have
+        # taken effect (an XREADGROUP that delivered entries), and only the caller knows
+        # how to recover from that. Runnel's loops retry with backoff themselves.
+        client_options.setdefault("retry", Retry(NoBackoff(), 0))
         self.redis = aioredis.Redis.from_url(url, decode_responses=False, **client_options)
         for name in _RAW_REPLIES:
             self.redis.response_callbacks.pop(name, None)

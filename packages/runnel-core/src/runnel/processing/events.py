@@ -105,7 +105,11 @@ class Events:
         are idle anyway); False once the consumer is stopping."""
         consumer = self._consumer
         if not consumer.inbox.items:
-            await consumer.acks.flush()
+            # Acknowledge before waiting; if that fails (Redis unreachable), keep trying
+            # while idle rather than leave finished events pending until the next one.
+            while not await consumer.acks.flush() and not consumer.stopping:
+                if await consumer.inbox.wait(timeout=1.0):
+                    break
             if not await consumer.inbox.wait():
                 return False
         # Start nothing unless our lock is surely still ours: after a pause or while Redis

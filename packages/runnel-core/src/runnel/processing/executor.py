@@ -118,9 +118,11 @@ class Executor:
         await self._until_stopped(asyncio.sleep(self.processor.join_delay))
         async with asyncio.TaskGroup() as tg:
             running = tg.create_task(self.runner.run(), name="runner")
+            # Beat from before joining: a slow join must not look like a dead member.
+            beating = tg.create_task(self._heartbeat(), name="heartbeat")
             if not self._stop.is_set() and await self._until_stopped(self._join()):
                 loops = [
-                    tg.create_task(self._heartbeat(), name="heartbeat"),
+                    beating,
                     tg.create_task(self._maintenance(), name="maintenance"),
                     tg.create_task(self._control(), name="control"),
                     tg.create_task(self._rebalancer(), name="rebalance"),
@@ -130,6 +132,7 @@ class Executor:
                 await self._leave()
                 for task in loops:
                     task.cancel()
+            beating.cancel()
             self.runner.stop()
             await running
 
@@ -162,10 +165,12 @@ class Executor:
         async def join() -> Members:
             # Members whose heartbeat has expired are dropped on the way in, so a worker
             # started after a crash does not leave the dead one's share idle.
-            alive = await self.coordination.alive(list(await self.coordination.members()))
+            seen = list(await self.coordination.members())
+            dead = set(seen) - await self.coordination.alive(seen)
 
             def add_me(members: Members) -> Members:
-                members = {k: v for k, v in members.items() if k in alive}
+                # Only those we saw and found dead: one that joined since is kept.
+                members = {k: v for k, v in members.items() if k not in dead}
                 members[self.id] = {**me, "partitions": []}
                 return _reassign(members, count)
 

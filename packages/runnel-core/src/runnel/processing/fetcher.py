@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled
-from runnel.transport import NEW
+from runnel.transport import NEW, PENDING_START
 from runnel.types import Event
 
 if TYPE_CHECKING:
@@ -70,6 +70,11 @@ class Fetcher:
                 )
             except Exception as exc:
                 reraise_if_cancelled()
+                # The reply may have been lost after the store delivered entries to us:
+                # those are pending now, so read the pending entries after what we hold.
+                for held in inboxes.values():
+                    if held.position == NEW:
+                        held.position = held.last_id or PENDING_START
                 log.warning(
                     "reading %s failed, retrying in %.1fs: %r",
                     processor.stream.name,
