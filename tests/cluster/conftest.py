@@ -31,8 +31,7 @@ import os
 import re
 import signal
 import textwrap
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,10 +202,6 @@ class Overlap:
     began: int
     n: int
     at: int  # Redis TIME
-
-
-def no(_: object) -> bool:
-    return False
 
 
 def parse_seen(raw: bytes) -> Seen:
@@ -382,23 +377,36 @@ class Cluster:
         assert all(len(ps) == 1 for ps in where.values()), where
         return seen
 
-    def check_fenced(self, seen: list[Seen], excused: Callable[[Seen], bool] = no) -> list[Seen]:
-        """Every iteration began while its worker held Runnel's lock of the partition,
-        unless ``excused``; returns the excused ones that did not."""
+    def check_fenced(self, seen: list[Seen], *frozen: Frozen) -> list[Seen]:
+        """Every iteration began while its worker held Runnel's lock of the partition.
+
+        The exception: a worker frozen at some time may finish, after the freeze, the one
+        iteration per partition it held that was handed over before (see
+        :func:`check_overlaps`). Returns those.
+        """
         for w in self.workers:  # executors that came and went between two looks
             for executor in re.findall(rf"<Executor {PROCESSOR} (\w+)>", w.output):
                 self.executor_pids.setdefault(executor, w.proc.pid)
-        out = []
+        excused: dict[tuple[int, int, int], list[Seen]] = {}
         for s in seen:
             holder = self.executor_pids.get(s.lock)
             if holder == s.pid:
                 continue
-            assert excused(s), (
+            freeze = next(
+                (
+                    (pid, at, s.partition)
+                    for pid, at, partitions in sorted(frozen, key=lambda f: f[1])
+                    if pid == s.pid and s.began < at < s.entered and s.partition in partitions
+                ),
+                None,
+            )
+            assert freeze is not None, (
                 f"pid {s.pid} began event {s.n} on partition {s.partition} while the lock "
                 f"was held by {s.lock} (pid {holder})"
             )
-            out.append(s)
-        return out
+            excused.setdefault(freeze, []).append(s)
+        assert all(len(v) <= 1 for v in excused.values()), excused
+        return [s for v in excused.values() for s in v]
 
     def check_settled(self, live: list[WorkerProcess]) -> None:
         self.wait_settled(live)
@@ -429,21 +437,25 @@ def check_overlaps(overlaps: list[Overlap], *frozen: Frozen) -> None:
     """No two processes were ever inside one partition at once.
 
     The one exception: a worker frozen (SIGSTOP) or killed at some time may have been in
-    the middle of one iteration on each partition it held. Its marker (or, after a SIGCONT,
-    the rest of that iteration) then overlaps with the next owner's once, after the
-    freeze, and the record names that iteration as handed over before the freeze.
+    the middle of one iteration on each partition it held (handed over before the
+    freeze). Its marker, or after a SIGCONT the rest of that iteration, then overlaps with
+    the next owner's iterations, after the freeze. Each record names the iteration by its
+    hand-over time: per freeze and partition, only one such iteration may show up.
     """
-    excused: Counter[tuple[int, int]] = Counter()
+    excused: dict[tuple[int, int, int], set[int]] = {}
     for o in overlaps:
-        for pid, at, partitions in frozen:
+        for pid, at, partitions in sorted(frozen, key=lambda f: f[1]):
             if o.partition not in set(partitions) or o.at <= at:
                 continue
-            if (o.holder_pid == pid and o.holder_began < at) or (o.pid == pid and o.began < at):
-                excused[pid, o.partition] += 1
+            if o.holder_pid == pid and o.holder_began < at:
+                excused.setdefault((pid, at, o.partition), set()).add(o.holder_began)
+                break
+            if o.pid == pid and o.began < at:
+                excused.setdefault((pid, at, o.partition), set()).add(o.began)
                 break
         else:
             raise AssertionError(f"two processes inside partition {o.partition} at once: {o}")
-    assert all(count <= 1 for count in excused.values()), (excused, overlaps)
+    assert all(len(iterations) <= 1 for iterations in excused.values()), (excused, overlaps)
 
 
 def is_stopped(pid: int) -> bool:
