@@ -15,3 +15,7 @@ class UnknownPlugin(Misconfigured):
 
 class DecodeError(RunnelError):
     """An event's stored bytes could not be turned back into its record."""
+
+
+class SchemaIncompatible(Misconfigured):
+    """A record's schema cannot be used with the schemas already stored for its stream."""

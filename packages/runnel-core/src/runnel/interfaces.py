@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from runnel.record import Record
+    from runnel.schemas import SchemaStore
 
 
 class Compressor:
@@ -42,6 +43,35 @@ class Serializer:
 
     def loads(self, value: bytes) -> Any:
         raise NotImplementedError
+
+    # Optional: serializers whose format depends on the record type or on stored schemas
+    # (Avro) override these. The defaults suit self-describing formats (JSON, msgpack).
+
+    def bind(self, record: type[Record]) -> Serializer:
+        """The serializer for one stream, whose records are ``record``s.
+
+        Called once per stream. Return ``self`` unless something is derived from the
+        record type (a schema), in which case return a new object.
+        """
+        return self
+
+    async def prepare(self, schemas: SchemaStore, *, writing: bool) -> None:
+        """Called before the stream is first written (``writing``) or processed.
+
+        A serializer with schemas stores its writer schema here, refusing one that is
+        incompatible with those stored (raise :class:`runnel.exceptions.SchemaIncompatible`),
+        and loads the stored ones it needs to read.
+        """
+
+    def unknown(self, data: bytes) -> bool:
+        """Whether ``data`` was written with a schema :meth:`prepare` did not load.
+
+        The framework then calls :meth:`refresh` before the event reaches the processor.
+        """
+        return False
+
+    async def refresh(self, schemas: SchemaStore) -> None:
+        """Load schemas stored since :meth:`prepare` (a producer started a newer version)."""
 
 
 class Middleware:

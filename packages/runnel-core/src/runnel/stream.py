@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from runnel.exceptions import DecodeError, Misconfigured
+from runnel.exceptions import DecodeError, Misconfigured, SchemaIncompatible
 from runnel.interfaces import Serializer
 from runnel.record import Record
-from runnel.types import Fields, Partition
+from runnel.types import Event, Fields, Partition
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -58,11 +58,21 @@ class Stream:
         self.partition_by = partition_by
         self.partition_count = partition_count
         self.partition_size = partition_size
-        self.serializer = None if record.is_primitive() else serializer
+        if record.is_primitive() or serializer is None:
+            self.serializer = None
+        else:
+            bind = getattr(serializer, "bind", None)
+            self.serializer = bind(record) if bind is not None else serializer
         self.hasher = hasher
         self._partitions: list[Partition] | None = None
         self._primitive = record.is_primitive()
         self._dump_mode = getattr(self.serializer, "dump_mode", "json")
+        # Serializers with stored schemas (Avro) take part in preparing and reading.
+        self._schemas = self.serializer is not None and (
+            type(self.serializer).unknown is not Serializer.unknown
+            or type(self.serializer).prepare is not Serializer.prepare
+        )
+        self._prepared: set[bool] = set()
 
     def __repr__(self) -> str:
         return f"<Stream {self.app.name}.{self.name} partitions={self.partition_count}>"
@@ -133,6 +143,46 @@ class Stream:
         except Exception as exc:
             raise DecodeError(f"{self.name}: cannot decode entry: {exc!r}") from exc
 
+    # Schemas.
+
+    async def prepare(self, *, writing: bool) -> None:
+        """Let the serializer store or load its schemas; once per direction.
+
+        Raises :class:`~runnel.exceptions.SchemaIncompatible` when the record's schema
+        cannot be used with those already stored for this stream.
+        """
+        if not self._schemas or writing in self._prepared:
+            return
+        assert self.serializer is not None
+        store = self.app.transport.schema_store(self.app.name, self.name)
+        try:
+            await self.serializer.prepare(store, writing=writing)
+        except SchemaIncompatible as exc:
+            raise SchemaIncompatible(f"stream {self.id!r}: {exc}") from None
+        self._prepared.add(writing)
+
+    async def admit(self, events: list[Event]) -> None:
+        """Before ``events`` are delivered: load any schema they need that is not loaded."""
+        if not self._schemas:
+            return
+        serializer = self.serializer
+        assert serializer is not None
+        compressor = serializer.compressor
+        for event in events:
+            data = event.data.get(DATA)
+            if data is None:
+                continue
+            try:
+                if compressor is not None:
+                    data = compressor.decompress(data)
+                unknown = serializer.unknown(data)
+            except Exception:
+                continue  # decoding will fail and say why, under the exception policy
+            if unknown:
+                store = self.app.transport.schema_store(self.app.name, self.name)
+                await serializer.refresh(store)
+                return
+
     # Sending.
 
     async def send(self, *records: Record) -> list[bytes]:
@@ -143,6 +193,8 @@ class Stream:
         for value in records:
             record = self.validate(value)
             entries.append((self.partition_for(record).key, self.encode(record)))
+        if True not in self._prepared:
+            await self.prepare(writing=True)
         return await self.app.transport.append(entries, maxlen=self.partition_size)
 
 

@@ -17,6 +17,7 @@ from runnel.exceptions import Misconfigured
 
 if TYPE_CHECKING:
     from runnel.coordination import Coordination, Leadership
+    from runnel.schemas import SchemaStore
     from runnel.settings import Settings
 
 Fields = Mapping[bytes, Any]
@@ -108,6 +109,10 @@ class Transport(abc.ABC):
     def leadership(self, app: str) -> Leadership:
         """The app's leader election."""
         raise Misconfigured(f"{type(self).__name__} does not support leader election")
+
+    def schema_store(self, app: str, stream: str) -> SchemaStore:
+        """Where the writer schemas of ``stream`` are kept (for Avro and the like)."""
+        raise Misconfigured(f"{type(self).__name__} cannot store schemas")
 
 
 def transport_for(url: str, settings: Settings) -> Transport:

@@ -29,3 +29,7 @@ def heartbeat(app: str, stream: str, processor: str, executor_id: str) -> str:
 
 def leader(app: str) -> str:
     return f"__lead:{app}"
+
+
+def schemas(app: str, stream: str) -> str:
+    return f"__schm:{app}.{stream}"

@@ -13,6 +13,7 @@ from redis.exceptions import ResponseError
 from runnel.transport import Entry, Fields, Transport
 from runnel_redis import keys
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
+from runnel_redis.schemas import RedisSchemaStore
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
@@ -189,6 +190,9 @@ class RedisTransport(Transport):
 
     def leadership(self, app: str) -> RedisLeadership:
         return RedisLeadership(self.redis, app)
+
+    def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
+        return RedisSchemaStore(self.redis, app, stream)
 
 
 def _text(value: Any) -> str:

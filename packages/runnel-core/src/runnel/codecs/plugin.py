@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from runnel.codecs.compressors import GzipCompressor
+import importlib.util
+
+from runnel.codecs.compressors import GzipCompressor, LZ4Compressor, ZstdCompressor
 from runnel.codecs.serializers import JSONSerializer, MsgpackSerializer
 from runnel.plugins import hookimpl
 
@@ -16,3 +18,8 @@ def runnel_serializers(register):
 @hookimpl
 def runnel_compressors(register):
     register("gzip", GzipCompressor)
+    # Offered only when their package is installed, so `runnel plugins` tells the truth.
+    if importlib.util.find_spec("zstandard") is not None:
+        register("zstd", ZstdCompressor)
+    if importlib.util.find_spec("lz4") is not None:
+        register("lz4", LZ4Compressor)

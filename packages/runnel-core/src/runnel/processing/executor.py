@@ -29,6 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runnel.coordination import Members
+from runnel.exceptions import RunnelError
 from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
@@ -113,7 +114,7 @@ class Executor:
 
     async def run(self) -> None:
         keys = [p.key for p in self.processor.stream.partitions]
-        if not await self._until_stopped(self._setup(keys)):
+        if not await self._until_stopped(self._setup(keys)) or self._stop.is_set():
             return
         await self._until_stopped(asyncio.sleep(self.processor.join_delay))
         async with asyncio.TaskGroup() as tg:
@@ -151,6 +152,16 @@ class Executor:
 
     async def _setup(self, keys: list[str]) -> None:
         transport = self.transport
+        stream = self.processor.stream
+        try:
+            await retrying(
+                lambda: stream.prepare(writing=False), "loading schemas", fatal=(RunnelError,)
+            )
+        except RunnelError as exc:
+            # An incompatible schema: refuse to start rather than fail on every event.
+            log.error("processor %r cannot start: %s", self.processor.name, exc)
+            self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r}: {exc}")
+            return
         await retrying(lambda: transport.ensure_group(keys, self.group), "creating consumer groups")
         for key in keys:
             adopt = partial(transport.adopt_pending, key, self.group, self.consumer_name)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled
+from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
 from runnel.transport import NEW, PENDING_START
 from runnel.types import Event
 
@@ -161,4 +161,7 @@ class Fetcher:
                 partition,
             )
             await self.executor.coordination.ack(self.executor.id, {partition.key: trimmed})
+        if events:
+            # A producer may have started writing with a schema stored after we started.
+            await retrying(lambda: partition.stream.admit(events), "loading new schemas")
         box.put(events)

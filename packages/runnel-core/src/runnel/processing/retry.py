@@ -46,13 +46,20 @@ class Backoff:
         self.delay = FIRST_DELAY
 
 
-async def retrying(call: Callable[[], Awaitable[T]], what: str) -> T:
-    """Await ``call()`` until it succeeds, logging each failure (cancellation stops it)."""
+async def retrying(
+    call: Callable[[], Awaitable[T]], what: str, fatal: tuple[type[Exception], ...] = ()
+) -> T:
+    """Await ``call()`` until it succeeds, logging each failure (cancellation stops it).
+
+    Exceptions of the ``fatal`` types are not worth retrying and propagate.
+    """
     backoff = Backoff()
     while True:
         reraise_if_cancelled()
         try:
             return await call()
+        except fatal:
+            raise
         except Exception as exc:
             reraise_if_cancelled()
             log.warning("%s failed, retrying in %.1fs: %r", what, backoff.delay, exc)

@@ -1,0 +1,91 @@
+"""``runnel avro``: see a stream's schema, what is stored, and check a change before deploying."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.stream import Stream
+from runnel_avro.compatibility import Compatibility, problems
+from runnel_avro.serializer import AvroSerializer
+
+
+@click.group()
+def avro() -> None:
+    """Avro schemas of streams."""
+
+
+def _serializer(target: str) -> tuple[Stream, AvroSerializer]:
+    stream = load(target, Stream)
+    serializer = stream.serializer
+    if not isinstance(serializer, AvroSerializer):
+        raise click.ClickException(f"{target} is not serialized with Avro ({serializer!r})")
+    return stream, serializer
+
+
+@avro.command()
+@click.argument("target", metavar="MODULE:STREAM")
+@plugin_option
+def schema(target: str, plugins: tuple[str, ...]) -> None:
+    """Print the stream's Avro schema (.avsc JSON) as this code would write it."""
+    load_plugins(plugins)
+    _, serializer = _serializer(target)
+    click.echo(json.dumps(serializer.schema, indent=2))
+
+
+@avro.command()
+@click.argument("target", metavar="MODULE:STREAM")
+@click.option("--json", "as_json", is_flag=True, help="Print fingerprint -> schema as JSON.")
+@plugin_option
+def stored(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
+    """List the writer schemas stored for the stream."""
+    load_plugins(plugins)
+    stream, serializer = _serializer(target)
+    store = stream.app.transport.schema_store(stream.app.name, stream.name)
+    found = run(store.all(), stream.app)
+    if as_json:
+        click.echo(json.dumps({fp: json.loads(text) for fp, text in found.items()}, indent=2))
+        return
+    if not found:
+        click.echo(f"no schemas stored for {stream.id} yet")
+    for fp, text in sorted(found.items()):
+        parsed = json.loads(text)
+        names = ", ".join(f["name"] for f in parsed.get("fields", []))
+        mine = "  (this code's)" if fp == serializer.fingerprint else ""
+        click.echo(f"{fp}  {parsed.get('name')}: {names}{mine}")
+
+
+@avro.command()
+@click.argument("target", metavar="MODULE:STREAM")
+@plugin_option
+def check(target: str, plugins: tuple[str, ...]) -> None:
+    """Check this code's schema against the stored ones, without storing it.
+
+    Exits 1 naming each field at fault if producing or consuming with this code would be
+    refused: run it before deploying a change to a record.
+    """
+    load_plugins(plugins)
+    stream, serializer = _serializer(target)
+    store = stream.app.transport.schema_store(stream.app.name, stream.name)
+    found = run(store.all(), stream.app)
+    mode = serializer.compatibility
+    faults = []
+    for fp, text in sorted(found.items()):
+        if fp == serializer.fingerprint:
+            continue
+        if mode in (Compatibility.BACKWARD, Compatibility.FULL):
+            faults += [f"reading {fp}: {p}" for p in problems(serializer.schema, text)]
+        if mode in (Compatibility.FORWARD, Compatibility.FULL):
+            faults += [f"read by {fp}: {p}" for p in problems(text, serializer.schema)]
+    if faults:
+        for fault in faults:
+            click.echo(f"incompatible ({mode.value}): {fault}", err=True)
+        sys.exit(1)
+    state = "already stored" if serializer.fingerprint in found else "compatible"
+    click.echo(
+        f"{stream.id}: schema {serializer.fingerprint} is {state} "
+        f"({len(found)} stored, compatibility {mode.value})"
+    )

@@ -1,0 +1,335 @@
+"""Avro schemas derived from Record classes, and the value conversions Avro needs.
+
+``derive(Record)`` walks the pydantic fields once and returns the schema together with two
+compiled conversions: ``encode`` (what ``model_dump(mode="python")`` gives -> what fastavro
+writes) and ``decode`` (what fastavro reads -> what pydantic validates). Most fields need
+neither, and then no per-event work is done for them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import functools
+import re
+import types
+import typing
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from runnel.exceptions import Misconfigured
+
+Convert = Callable[[Any], Any] | None
+"""A conversion of one value; ``None`` when the value passes unchanged."""
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+TIMESTAMP = {"type": "long", "logicalType": "timestamp-micros"}
+DATE = {"type": "int", "logicalType": "date"}
+TIME = {"type": "long", "logicalType": "time-micros"}
+UUID = {"type": "string", "logicalType": "uuid"}
+
+
+@dataclasses.dataclass
+class Derived:
+    schema: dict[str, Any]
+    encode: Convert
+    decode: Convert
+
+
+@dataclasses.dataclass
+class _Plan:
+    schema: Any
+    encode: Convert = None
+    decode: Convert = None
+
+
+def derive(record: type[BaseModel]) -> Derived:
+    """The Avro schema of ``record`` (a record schema named after the class)."""
+    plan = _Builder().model(record, record.__name__)
+    assert isinstance(plan.schema, dict)
+    return Derived(plan.schema, plan.encode, plan.decode)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        # Named types defined so far: an Avro name may be defined once per schema, later
+        # uses refer to it by name (this is also what makes recursive records work).
+        self.named: dict[str, type] = {}
+        self.plans: dict[type, _Plan] = {}
+
+    def _claim(self, cls: type, where: str) -> bool:
+        """Reserve ``cls``'s Avro name; False if it is defined already (refer to it)."""
+        name = cls.__name__
+        if name in self.named:
+            if self.named[name] is not cls:
+                raise Misconfigured(
+                    f"{where}: two different types are named {name!r}; Avro needs unique names"
+                )
+            return False
+        self.named[name] = cls
+        return True
+
+    def model(self, cls: type[BaseModel], where: str) -> _Plan:
+        if not self._claim(cls, where):
+            plan = self.plans[cls]
+            # Refer by name; conversions are looked up late, as the model may be unfinished.
+            return _Plan(cls.__name__, _late(plan, "encode"), _late(plan, "decode"))
+        plan = _Plan(None)
+        self.plans[cls] = plan
+        fields = []
+        encoders: list[tuple[str, Callable[[Any], Any]]] = []
+        decoders: list[tuple[str, Callable[[Any], Any]]] = []
+        for name, info in cls.model_fields.items():
+            at = f"{where}.{name}"
+            required = info.is_required()
+            default = None if required else info.get_default(call_default_factory=True)
+            field_plan = self.type(info.annotation, list(info.metadata), at, default, required)
+            field: dict[str, Any] = {"name": name, "type": field_plan.schema}
+            if not required:
+                converted = _default_json(default, field_plan)
+                if converted is not _NO_DEFAULT:
+                    field["default"] = converted
+            if info.description:
+                field["doc"] = info.description
+            fields.append(field)
+            if field_plan.encode is not None:
+                encoders.append((name, field_plan.encode))
+            if field_plan.decode is not None:
+                decoders.append((name, field_plan.decode))
+        plan.schema = {"type": "record", "name": cls.__name__, "fields": fields}
+        if cls.__doc__ and cls.__module__ != "runnel.record":
+            plan.schema["doc"] = " ".join(cls.__doc__.split())
+        plan.encode = _fields(encoders)
+        plan.decode = _fields(decoders)
+        return plan
+
+    def type(
+        self,
+        annotation: Any,
+        metadata: list[Any],
+        where: str,
+        default: Any = None,
+        required: bool = True,
+    ) -> _Plan:
+        origin = typing.get_origin(annotation)
+        args = typing.get_args(annotation)
+        if origin is typing.Annotated:
+            return self.type(args[0], [*args[1:], *metadata], where, default, required)
+        if annotation is type(None):
+            return _Plan("null")
+        if origin in (typing.Union, types.UnionType):
+            return self.union(args, metadata, where, default, required)
+        if origin is typing.Literal:
+            kinds = {type(a) for a in args}
+            if kinds <= {str}:
+                return _Plan("string")
+            if kinds <= {int}:
+                return _Plan("long")
+            raise Misconfigured(f"{where}: Avro cannot carry a Literal of {annotation!r}")
+        if origin in (list, set, frozenset, tuple, Sequence) or annotation in (list, set, tuple):
+            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+                raise Misconfigured(f"{where}: use tuple[X, ...]; Avro arrays have one item type")
+            if not args:
+                raise Misconfigured(f"{where}: give the item type (list[int], say) for Avro")
+            items = self.type(args[0], [], f"{where}[]")
+            enc = _each(items.encode)
+            return _Plan({"type": "array", "items": items.schema}, enc, _each(items.decode))
+        if origin in (dict, Mapping) or annotation is dict:
+            if not args or args[0] is not str:
+                raise Misconfigured(f"{where}: Avro maps need str keys (dict[str, X])")
+            values = self.type(args[1], [], f"{where}{{}}")
+            plan = _Plan({"type": "map", "values": values.schema})
+            plan.encode = _values(values.encode)
+            plan.decode = _values(values.decode)
+            return plan
+        if isinstance(annotation, type):
+            return self.concrete(annotation, metadata, where)
+        raise Misconfigured(f"{where}: Avro cannot carry {annotation!r}; give a concrete type")
+
+    def union(
+        self, args: tuple[Any, ...], metadata: list[Any], where: str, default: Any, required: bool
+    ) -> _Plan:
+        nullable = type(None) in args
+        branches = [self.type(a, metadata, where) for a in args if a is not type(None)]
+        schemas = [b.schema for b in branches]
+        # A default must match the union's first branch.
+        if nullable:
+            if not required and default is not None:
+                schemas = [*schemas, "null"]
+            else:
+                schemas = ["null", *schemas]
+        if len(branches) == 1:
+            inner = branches[0]
+            enc = None if inner.encode is None else _unless_none(inner.encode)
+            dec = None if inner.decode is None else _unless_none(inner.decode)
+            return _Plan(schemas, enc, dec)
+        if any(b.encode is not None or b.decode is not None for b in branches):
+            return _Plan(schemas, _enum_symbols, None)
+        return _Plan(schemas)
+
+    def concrete(self, cls: type, metadata: list[Any], where: str) -> _Plan:
+        if issubclass(cls, BaseModel):
+            return self.model(cls, where)
+        if issubclass(cls, enum.Enum):
+            return self.enum(cls, where)
+        if cls is bool:
+            return _Plan("boolean")
+        if cls is int:
+            return _Plan("long")
+        if cls is float:
+            return _Plan("double")
+        if cls is str:
+            return _Plan("string")
+        if cls is bytes:
+            return _Plan("bytes")
+        if cls is datetime.datetime:
+            return _Plan(dict(TIMESTAMP))
+        if cls is datetime.date:
+            return _Plan(dict(DATE))
+        if cls is datetime.time:
+            return _Plan(dict(TIME))
+        if cls is uuid.UUID:
+            return _Plan(dict(UUID))
+        if cls is decimal.Decimal:
+            digits = _constraint(metadata, "max_digits")
+            places = _constraint(metadata, "decimal_places")
+            if digits is None or places is None:
+                # Without a declared scale the exact value is kept as text.
+                return _Plan("string", str, None)
+            schema = {"type": "bytes", "logicalType": "decimal", "precision": digits}
+            schema["scale"] = places
+            return _Plan(schema)
+        if issubclass(cls, str):
+            return _Plan("string")
+        if issubclass(cls, int):
+            return _Plan("long")
+        raise Misconfigured(f"{where}: Avro cannot carry {cls.__name__} values")
+
+    def enum(self, cls: type[enum.Enum], where: str) -> _Plan:
+        # The values are the symbols when they can be; otherwise the member names are.
+        by_value = _symbols_are_values(cls)
+        symbols = [str(m.value) if by_value else m.name for m in cls]
+        to_symbol = {m: s for m, s in zip(cls, symbols, strict=True)}
+        to_member = {s: m for m, s in to_symbol.items()}
+        schema: Any = {"type": "enum", "name": cls.__name__, "symbols": symbols}
+        if not self._claim(cls, where):
+            schema = cls.__name__
+        if by_value:
+            return _Plan(schema, _enum_symbols, None)
+        return _Plan(schema, to_symbol.__getitem__, to_member.__getitem__)
+
+
+def _constraint(metadata: list[Any], name: str) -> Any:
+    for item in metadata:
+        value = getattr(item, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _late(plan: _Plan, which: str) -> Convert:
+    def convert(value: Any) -> Any:
+        fn = getattr(plan, which)
+        return value if fn is None else fn(value)
+
+    return convert
+
+
+def _fields(converters: list[tuple[str, Callable[[Any], Any]]]) -> Convert:
+    if not converters:
+        return None
+
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        value = dict(value)
+        for name, fn in converters:
+            if name in value:
+                value[name] = fn(value[name])
+        return value
+
+    return convert
+
+
+def _each(fn: Convert) -> Convert:
+    if fn is None:
+        return None
+    return lambda value: None if value is None else [fn(v) for v in value]
+
+
+def _values(fn: Convert) -> Convert:
+    if fn is None:
+        return None
+    return lambda value: None if value is None else {k: fn(v) for k, v in value.items()}
+
+
+def _unless_none(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else fn(value)
+
+
+def _enum_symbols(value: Any) -> Any:
+    """Enum members as their Avro symbol; anything else unchanged."""
+    if isinstance(value, enum.Enum):
+        return value.value if _symbols_are_values(type(value)) else value.name
+    return value
+
+
+@functools.cache
+def _symbols_are_values(cls: type[enum.Enum]) -> bool:
+    return all(isinstance(m.value, str) and _NAME.match(m.value) for m in cls)
+
+
+_NO_DEFAULT = object()
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _default_json(value: Any, plan: _Plan) -> Any:
+    """A field default as Avro writes defaults in JSON; ``_NO_DEFAULT`` if it cannot be."""
+    try:
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="python")
+        if plan.encode is not None:
+            value = plan.encode(value)
+        schema = plan.schema
+        if isinstance(schema, list):  # a union: the default belongs to the first branch
+            schema = schema[0]
+        return _json_value(value, schema)
+    except Exception:
+        return _NO_DEFAULT
+
+
+def _json_value(value: Any, schema: Any) -> Any:
+    if value is None:
+        return None
+    logical = schema.get("logicalType") if isinstance(schema, dict) else None
+    if logical == "timestamp-micros":
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return (value - _EPOCH) // datetime.timedelta(microseconds=1)
+    if logical == "date":
+        return (value - datetime.date(1970, 1, 1)).days
+    if logical == "time-micros":
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + (
+            value.microsecond
+        )
+    if logical == "uuid":
+        return str(value)
+    if logical == "decimal":
+        unscaled = int(decimal.Decimal(value).scaleb(schema["scale"]))
+        size = max(1, (unscaled.bit_length() + 8) // 8)
+        return unscaled.to_bytes(size, "big", signed=True).decode("latin-1")
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, enum.Enum):
+        raise TypeError("enum default not converted")
+    if isinstance(value, list | dict | str | int | float | bool):
+        return value
+    raise TypeError(f"no JSON form for {value!r}")
