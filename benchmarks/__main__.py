@@ -140,4 +140,9 @@ async def main(total: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000))
+    if sys.argv[1:2] == ["codecs"]:
+        from benchmarks import codecs
+
+        codecs.run(sys.argv[2:])
+    else:
+        asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000))
