@@ -174,15 +174,16 @@ class AvroSerializer(Serializer):
                             f"{record.__name__} cannot read events written with stored "
                             f"schema {fp}: {found[0]}"
                         )
-        self._load(stored)
+        self.load_schemas(stored)
 
     def unknown(self, data: bytes) -> bool:
         return data[:2] == MAGIC and bytes(data[2:10]) not in self._writers
 
     async def refresh(self, schemas: SchemaStore) -> None:
-        self._load(await schemas.all())
+        self.load_schemas(await schemas.all())
 
-    def _load(self, stored: Mapping[str, str]) -> None:
+    def load_schemas(self, stored: Mapping[str, str]) -> None:
+        """Make writer schemas (fingerprint -> JSON, as stored) known for decoding."""
         for fp, text in stored.items():
             if fp in self._texts:
                 continue
