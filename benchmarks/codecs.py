@@ -28,7 +28,9 @@ from runnel import App, Record
 from runnel_redis.embedded import start_server
 
 CODECS = ["json", "msgpack", "avro", "json+gzip", "msgpack+gzip", "avro+gzip"]
-CODECS += [f"{s}+zstd" for s in ("json", "msgpack", "avro") if importlib.util.find_spec("zstandard")]
+CODECS += [
+    f"{s}+zstd" for s in ("json", "msgpack", "avro") if importlib.util.find_spec("zstandard")
+]
 CODECS += [f"{s}+lz4" for s in ("json", "msgpack", "avro") if importlib.util.find_spec("lz4")]
 
 

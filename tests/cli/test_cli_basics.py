@@ -28,6 +28,7 @@ COMMANDS = [
     ["embedded", "start"],
     ["embedded", "status"],
     ["embedded", "stop"],
+    ["plugins"],
 ]
 
 
@@ -63,7 +64,7 @@ def test_help(tmp_path: Path, command: list[str]) -> None:
 def test_top_level_help_lists_every_command(tmp_path: Path) -> None:
     done = cli("--help", cwd=tmp_path, env=dict(os.environ))
     listed = done.stdout.split("Commands:", 1)[1]
-    for name in ("worker", "send", "sendmany", "processor", "embedded"):
+    for name in ("worker", "send", "sendmany", "processor", "embedded", "plugins"):
         assert f"\n  {name} " in listed, name
 
 

@@ -1,9 +1,12 @@
-"""Plugins: the registry of built-ins, serializers and transports from plugins, unknown names."""
+"""Plugins: the registry of built-ins, serializers and transports from plugins, unknown names,
+the installed example plugin, and what `runnel plugins` is built from."""
 
 from __future__ import annotations
 
 import types
+import zlib
 
+import click
 import orjson
 import pytest
 
@@ -12,7 +15,15 @@ from runnel.codecs import GzipCompressor, JSONSerializer, MsgpackSerializer
 from runnel.exceptions import UnknownPlugin
 from runnel.interfaces import Serializer
 from runnel.plugins import hookimpl
-from runnel.plugins.manager import plugin_names, registry
+from runnel.plugins.inventory import inventory
+from runnel.plugins.manager import (
+    add_commands,
+    commands,
+    load_plugin,
+    plugin_manager,
+    plugin_names,
+    registry,
+)
 from runnel.transport import Transport
 
 URL = "redis://127.0.0.1:1"
@@ -226,3 +237,100 @@ def test_url_without_scheme_is_misconfigured():
     app = App(name="u", redis_url="127.0.0.1:6379")
     with pytest.raises(Misconfigured):
         _ = app.transport
+
+
+# --- the installed example plugin (tests/plugins/runnel-example-plugin) ----------------------
+
+
+def test_example_plugin_is_loaded_through_its_entry_point():
+    pm = plugin_manager()
+    [dist] = [d for p, d in pm.list_plugin_distinfo() if pm.get_name(p) == "example"]
+    assert (dist.project_name, dist.version) == ("runnel-example-plugin", "0.1.0")
+    reg = registry()
+    assert reg.get("serializer", "tagged-json").plugin == "example"
+    assert reg.get("compressor", "example-zlib").plugin == "example"
+    [info] = [i for i in inventory() if i.name == "example"]
+    assert info.source == "entry point"
+    assert info.entry_point == "example = runnel_example_plugin.plugin"
+    assert info.provides["serializers"] == ["tagged-json"]
+    assert info.provides["compressors"] == ["example-zlib"]
+
+
+def test_example_codecs_by_name(app):
+    stream = app.stream(
+        "items", record=Item, partition_by="id", serializer="tagged-json+example-zlib"
+    )
+    assert (stream.serializer.name, stream.serializer.compressor.name) == (
+        "tagged-json",
+        "example-zlib",
+    )
+    fields = stream.encode(Item(id=1, name="a"))
+    assert zlib.decompress(fields[b"data"]) == b'TJ1 {"id":1,"name":"a"}'
+    assert stream.decode(fields) == Item(id=1, name="a")
+    # Data in another format is refused rather than misread.
+    plain = app.stream("plain", record=Item, partition_by="id", serializer="tagged-json")
+    with pytest.raises(ValueError, match="not tagged-json"):
+        plain.serializer.loads(b'{"id":1,"name":"a"}')
+
+
+# --- what `runnel plugins` is built from ------------------------------------------------------
+
+
+def test_inventory_reports_app_plugins_and_what_later_ones_override(uid):
+    shared = f"shared{uid}"
+    first = _serializer_plugin(f"unit_inv_first_{uid}", shared)
+    second = _serializer_plugin(f"unit_inv_second_{uid}", shared)
+    App(name="u", redis_url=URL, plugins=[first, second])
+    # The later registration wins the name...
+    assert registry().get("serializer", shared).plugin == second.__name__
+    infos = {i.name: i for i in inventory()}
+    assert infos[second.__name__].provides["serializers"] == [shared]
+    assert infos[second.__name__].source == "App(plugins=...)"
+    # ...and the earlier one is reported as overridden, not silently dropped.
+    assert infos[first.__name__].provides == {}
+    assert infos[first.__name__].overridden == [
+        {"kind": "serializer", "name": shared, "by": second.__name__}
+    ]
+    assert infos[first.__name__].hooks == ["runnel_serializers"]
+    # Plugins are listed in registration order, built-ins first.
+    names = [i.name for i in inventory()]
+    assert names[0] == "codecs"
+    assert names.index(first.__name__) < names.index(second.__name__)
+
+
+def test_direct_load_plugin_is_reported_as_such(uid):
+    plugin = _serializer_plugin(f"unit_inv_direct_{uid}", f"direct{uid}")
+    load_plugin(plugin)
+    [info] = [i for i in inventory() if i.name == plugin.__name__]
+    assert info.source == "load_plugin()"
+    assert info.distribution is None
+
+
+def test_add_commands_attributes_each_command_to_its_plugin(uid):
+    calls = []
+    plugin = types.ModuleType(f"unit_cmd_{uid}")
+
+    @hookimpl
+    def runnel_commands(cli):
+        calls.append(cli)
+
+        @cli.group(f"grp-{uid}")
+        def grp():
+            """A group with a sub-command."""
+
+        @grp.command("sub")
+        def sub():
+            """A sub-command."""
+
+    plugin.runnel_commands = runnel_commands
+    load_plugin(plugin)
+    group = click.Group("runnel")
+    add_commands(group)
+    add_commands(group)  # each plugin is asked once per group
+    assert calls == [group]
+    assert f"grp-{uid}" in group.commands
+    added = commands()
+    assert added.get("command", f"grp-{uid}").plugin == plugin.__name__
+    assert f"grp-{uid} sub" not in added.names("command")  # named through its group
+    assert added.get("command", "example-hello").plugin == "example"
+    assert added.get("command", "embedded").plugin == "redis"

@@ -203,7 +203,9 @@ class AvroSerializer(Serializer):
             if mode in (Compatibility.BACKWARD, Compatibility.FULL):
                 found += problems(self.schema, text)
             if mode in (Compatibility.FORWARD, Compatibility.FULL):
-                found += [f"{p} (for readers of stored schema)" for p in problems(text, self.schema)]
+                found += [
+                    f"{p} (for readers of stored schema)" for p in problems(text, self.schema)
+                ]
             if found:
                 raise SchemaIncompatible(
                     f"the schema of {self._bound().__name__} is incompatible ({mode.value}) "

@@ -60,7 +60,7 @@ class App:
             )
         self.name = name
         for plugin in plugins:
-            load_plugin(plugin)
+            load_plugin(plugin, source="App(plugins=...)")
         self.settings = Settings(**settings)
         self.streams: dict[str, Stream] = {}
         self.processors: dict[str, Processor] = {}

@@ -7,6 +7,8 @@ import sys
 import click
 
 from runnel import __version__
+from runnel.cli.common import load_plugins, plugin_option
+from runnel.cli.plugins import plugins
 from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
 from runnel.cli.status import status
@@ -15,8 +17,11 @@ from runnel.cli.worker import worker
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runnel")
-def cli() -> None:
+@plugin_option
+def cli(plugins: tuple[str, ...]) -> None:
     """Runnel: partitioned, ordered event processing on Redis Streams."""
+    # main() loaded these already, so that their commands exist; this covers other callers.
+    load_plugins(plugins)
 
 
 def _plugin_args(argv: list[str]) -> list[str]:
@@ -34,17 +39,22 @@ cli.add_command(send)
 cli.add_command(sendmany)
 cli.add_command(processor)
 cli.add_command(status)
+cli.add_command(plugins)
 
 
 def main() -> None:
-    from runnel.plugins.manager import load_plugin, plugin_manager
+    from runnel.plugins.manager import add_commands, load_plugin
 
     # Plugins named with --plugin may add commands, so load them before parsing.
     for name in _plugin_args(sys.argv[1:]):
         try:
-            load_plugin(name)
+            load_plugin(name, source="--plugin")
         except Exception as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
-    plugin_manager().hook.runnel_commands(cli=cli)
+    try:
+        add_commands(cli)
+    except Exception as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
     cli(prog_name="runnel")

@@ -31,7 +31,7 @@ plugin_option = click.option(
 def load_plugins(plugins: tuple[str, ...]) -> None:
     for name in plugins:
         try:
-            load_plugin(name)
+            load_plugin(name, source="--plugin")
         except RunnelError as exc:
             raise click.ClickException(str(exc)) from None
 

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
 
@@ -15,9 +15,18 @@ from runnel.exceptions import Misconfigured, UnknownPlugin
 from runnel.imports import cwd_importable
 from runnel.plugins import hookspecs
 
+if TYPE_CHECKING:
+    import click
+
+Source = Literal["built-in", "entry point", "--plugin", "App(plugins=...)", "load_plugin()"]
+"""How a plugin came to be loaded (what ``runnel plugins`` reports)."""
+
 _lock = threading.Lock()
 _manager: pluggy.PluginManager | None = None
 _registry: Registry | None = None
+_sources: dict[str, Source] = {}
+_commands: Registry | None = None
+_commands_added: set[tuple[int, str]] = set()
 
 
 @dataclass
@@ -35,9 +44,15 @@ class Registry:
     """Everything the loaded plugins provide, by kind and name."""
 
     items: dict[str, dict[str, Provided]] = field(default_factory=dict)
+    overridden: list[Provided] = field(default_factory=list)
+    """Registrations replaced by another plugin's under the same name, oldest first."""
 
     def add(self, item: Provided) -> None:
-        self.items.setdefault(item.kind, {})[item.name] = item
+        by_name = self.items.setdefault(item.kind, {})
+        previous = by_name.get(item.name)
+        if previous is not None and previous.plugin != item.plugin:
+            self.overridden.append(previous)
+        by_name[item.name] = item
 
     def get(self, kind: str, name: str) -> Provided:
         try:
@@ -64,13 +79,20 @@ def plugin_manager() -> pluggy.PluginManager:
             from runnel.codecs import plugin as codecs
 
             pm.register(codecs, name="codecs")
-            pm.load_setuptools_entrypoints("runnel")
+            _sources["codecs"] = "built-in"
+            try:
+                pm.load_setuptools_entrypoints("runnel")
+            except Exception as exc:
+                raise Misconfigured(_broken_entry_point(exc)) from exc
             _manager = pm
         return _manager
 
 
-def load_plugin(plugin: str | ModuleType | object) -> None:
-    """Register one more plugin: a module, an object, or a module's import path."""
+def load_plugin(plugin: str | ModuleType | object, source: Source = "load_plugin()") -> None:
+    """Register one more plugin: a module, an object, or a module's import path.
+
+    ``source`` only records where the request came from, for ``runnel plugins``.
+    """
     global _registry
     pm = plugin_manager()
     if isinstance(plugin, str):
@@ -87,6 +109,7 @@ def load_plugin(plugin: str | ModuleType | object) -> None:
         name = f"{name}@{id(plugin):x}"
     pm.register(plugin, name=name)
     with _lock:
+        _sources[name] = source
         _registry = None
 
 
@@ -120,3 +143,64 @@ def _recorder(reg: Registry, kind: str, plugin: str) -> Callable[[str, Callable[
 def plugin_names() -> list[str]:
     pm = plugin_manager()
     return sorted(pm.get_name(p) or repr(p) for p in pm.get_plugins())
+
+
+def source_of(name: str) -> Source | None:
+    """Built-in, ``--plugin`` and so on; ``None`` for entry points and direct registrations."""
+    return _sources.get(name)
+
+
+def add_commands(cli: click.Group) -> None:
+    """Call each plugin's ``runnel_commands`` once, noting which commands it added.
+
+    Plugins are called oldest first, like the registry's hooks, so a later plugin's
+    command replaces an earlier one of the same name. Plugins already called for this
+    group are skipped, so this can run again after more plugins were loaded.
+    """
+    global _commands
+    pm = plugin_manager()
+    for impl in pm.hook.runnel_commands.get_hookimpls():
+        key = (id(cli), impl.plugin_name)
+        if key in _commands_added:
+            continue
+        _commands_added.add(key)
+        before = _command_tree(cli)
+        impl.function(cli=cli)
+        after = _command_tree(cli)
+        changed = [path for path, cmd in after.items() if before.get(path) is not cmd]
+        if _commands is None:
+            _commands = Registry()
+        for path in changed:
+            # A new group brings its sub-commands along: name only the group.
+            if not any(path.startswith(other + " ") for other in changed):
+                _commands.add(Provided("command", path, after[path], impl.plugin_name))
+
+
+def commands() -> Registry:
+    """The commands plugins added through :func:`add_commands` (kind ``"command"``)."""
+    return _commands or Registry()
+
+
+def _command_tree(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    import click
+
+    tree: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        tree[prefix + name] = command
+        if isinstance(command, click.Group):
+            tree.update(_command_tree(command, f"{prefix}{name} "))
+    return tree
+
+
+def _broken_entry_point(exc: Exception) -> str:
+    """Name the installed plugin that failed to load, and why, in one line."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="runnel"):
+        try:
+            ep.load()
+        except Exception as failure:
+            dist = f" (distribution {ep.dist.name} {ep.dist.version})" if ep.dist else ""
+            reason = " ".join(f"{type(failure).__name__}: {failure}".split())
+            return f"installed plugin {ep.name!r}{dist} failed to load: {reason}"
+    return f"loading installed plugins failed: {exc!r}"
