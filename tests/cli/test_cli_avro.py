@@ -262,12 +262,6 @@ def test_worker_halts_gracefully_on_an_undecodable_avro_entry(project: Project) 
     assert [p["message_id"] for p in pending] == [bad]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runnel_avro/compatibility.py problems() (via serializer._check_new and cli.check) "
-    "and cli.stored's json.loads do not expect a damaged entry in __schm:{app}.{stream}: "
-    "avro SchemaParseException / JSONDecodeError escape as a traceback",
-)
 @pytest.mark.parametrize(
     "args",
     [

@@ -607,12 +607,6 @@ class Either(Record):
     item: Tagged | Plain
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runnel_avro/schema.py _Builder.union: a union with a branch that needs a "
-    "conversion gets only _enum_symbols (top level) and no decode, so a record branch "
-    "holding a name-symbol enum is not encodable",
-)
 def test_union_of_records_with_converted_fields_round_trips(app: App) -> None:
     stream = app.stream("either", record=Either, partition_by="id", serializer="avro")
     value = Either(id=1, item=Tagged(kind=Mood.HAPPY))

@@ -9,7 +9,7 @@ import click
 
 from runnel.cli.common import load, load_plugins, plugin_option, run
 from runnel.stream import Stream
-from runnel_avro.compatibility import Compatibility, problems
+from runnel_avro.compatibility import Compatibility, DamagedSchema, problems
 from runnel_avro.serializer import AvroSerializer
 
 
@@ -47,15 +47,18 @@ def stored(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     store = stream.app.transport.schema_store(stream.app.name, stream.name)
     found = run(store.all(), stream.app)
     if as_json:
-        click.echo(json.dumps({fp: json.loads(text) for fp, text in found.items()}, indent=2))
+        click.echo(json.dumps({fp: _json_or_text(text) for fp, text in found.items()}, indent=2))
         return
     if not found:
         click.echo(f"no schemas stored for {stream.id} yet")
     for fp, text in sorted(found.items()):
-        parsed = json.loads(text)
-        names = ", ".join(f["name"] for f in parsed.get("fields", []))
         mine = "  (this code's)" if fp == serializer.fingerprint else ""
-        click.echo(f"{fp}  {parsed.get('name')}: {names}{mine}")
+        try:
+            parsed = json.loads(text)
+            names = ", ".join(f["name"] for f in parsed.get("fields", []))
+            click.echo(f"{fp}  {parsed.get('name')}: {names}{mine}")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            click.echo(f"{fp}  DAMAGED: not a valid schema: {text[:60]!r}")
 
 
 @avro.command()
@@ -76,10 +79,13 @@ def check(target: str, plugins: tuple[str, ...]) -> None:
     for fp, text in sorted(found.items()):
         if fp == serializer.fingerprint:
             continue
-        if mode in (Compatibility.BACKWARD, Compatibility.FULL):
-            faults += [f"reading {fp}: {p}" for p in problems(serializer.schema, text)]
-        if mode in (Compatibility.FORWARD, Compatibility.FULL):
-            faults += [f"read by {fp}: {p}" for p in problems(text, serializer.schema)]
+        try:
+            if mode in (Compatibility.BACKWARD, Compatibility.FULL):
+                faults += [f"reading {fp}: {p}" for p in problems(serializer.schema, text)]
+            if mode in (Compatibility.FORWARD, Compatibility.FULL):
+                faults += [f"read by {fp}: {p}" for p in problems(text, serializer.schema)]
+        except DamagedSchema as exc:
+            click.echo(f"warning: stored schema {fp} is damaged and was skipped: {exc}", err=True)
     if faults:
         for fault in faults:
             click.echo(f"incompatible ({mode.value}): {fault}", err=True)
@@ -89,3 +95,10 @@ def check(target: str, plugins: tuple[str, ...]) -> None:
         f"{stream.id}: schema {serializer.fingerprint} is {state} "
         f"({len(found)} stored, compatibility {mode.value})"
     )
+
+
+def _json_or_text(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

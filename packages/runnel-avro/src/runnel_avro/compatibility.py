@@ -28,10 +28,20 @@ class Compatibility(enum.StrEnum):
     """No check (each reader must cope with whatever it meets)."""
 
 
+class DamagedSchema(ValueError):
+    """A stored schema that is not a valid Avro schema (it cannot be checked against)."""
+
+
 def problems(reader: dict[str, Any] | str, writer: dict[str, Any] | str) -> list[str]:
-    """Why ``reader`` cannot read data written with ``writer``: ``"Order.total: ..."`` lines."""
-    r = _parse(reader)
-    w = _parse(writer)
+    """Why ``reader`` cannot read data written with ``writer``: ``"Order.total: ..."`` lines.
+
+    Raises :class:`DamagedSchema` if either is not a valid schema.
+    """
+    try:
+        r = _parse(reader)
+        w = _parse(writer)
+    except Exception as exc:
+        raise DamagedSchema(" ".join(f"{type(exc).__name__}: {exc}".split())[:200]) from None
     if _compatible(r, w):
         return []
     return _explain(r, w, r.name if isinstance(r, avro.schema.NamedSchema) else "value")

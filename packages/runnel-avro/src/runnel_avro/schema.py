@@ -47,6 +47,10 @@ class _Plan:
     schema: Any
     encode: Convert = None
     decode: Convert = None
+    # In a union with several branches: does a value belong to this branch? (before
+    # encoding, and as read by fastavro). Only branches with conversions need them.
+    is_python: Callable[[Any], bool] | None = None
+    is_avro: Callable[[Any], bool] | None = None
 
 
 def derive(record: type[BaseModel]) -> Derived:
@@ -76,11 +80,18 @@ class _Builder:
         return True
 
     def model(self, cls: type[BaseModel], where: str) -> _Plan:
+        names = set(cls.model_fields)
+
+        def is_record(value: Any) -> bool:
+            return isinstance(value, dict) and value.keys() == names
+
         if not self._claim(cls, where):
             plan = self.plans[cls]
             # Refer by name; conversions are looked up late, as the model may be unfinished.
-            return _Plan(cls.__name__, _late(plan, "encode"), _late(plan, "decode"))
-        plan = _Plan(None)
+            late = _Plan(cls.__name__, _late(plan, "encode"), _late(plan, "decode"))
+            late.is_python = late.is_avro = is_record
+            return late
+        plan = _Plan(None, is_python=is_record, is_avro=is_record)
         self.plans[cls] = plan
         fields = []
         encoders: list[tuple[str, Callable[[Any], Any]]] = []
@@ -139,7 +150,10 @@ class _Builder:
                 raise Misconfigured(f"{where}: give the item type (list[int], say) for Avro")
             items = self.type(args[0], [], f"{where}[]")
             enc = _each(items.encode)
-            return _Plan({"type": "array", "items": items.schema}, enc, _each(items.decode))
+            plan = _Plan({"type": "array", "items": items.schema}, enc, _each(items.decode))
+            plan.is_python = lambda v: isinstance(v, list | tuple | set | frozenset)
+            plan.is_avro = lambda v: isinstance(v, list)
+            return plan
         if origin in (dict, Mapping) or annotation is dict:
             if not args or args[0] is not str:
                 raise Misconfigured(f"{where}: Avro maps need str keys (dict[str, X])")
@@ -147,6 +161,7 @@ class _Builder:
             plan = _Plan({"type": "map", "values": values.schema})
             plan.encode = _values(values.encode)
             plan.decode = _values(values.decode)
+            plan.is_python = plan.is_avro = lambda v: isinstance(v, dict)
             return plan
         if isinstance(annotation, type):
             return self.concrete(annotation, metadata, where)
@@ -169,9 +184,15 @@ class _Builder:
             enc = None if inner.encode is None else _unless_none(inner.encode)
             dec = None if inner.decode is None else _unless_none(inner.decode)
             return _Plan(schemas, enc, dec)
-        if any(b.encode is not None or b.decode is not None for b in branches):
-            return _Plan(schemas, _enum_symbols, None)
-        return _Plan(schemas)
+        # Records before maps: a dict is a record's when its keys are that record's fields.
+        ordered = sorted(
+            branches, key=lambda b: isinstance(b.schema, dict) and b.schema.get("type") == "map"
+        )
+        return _Plan(
+            schemas,
+            _by_branch([(b.is_python, b.encode) for b in ordered]),
+            _by_branch([(b.is_avro, b.decode) for b in ordered]),
+        )
 
     def concrete(self, cls: type, metadata: list[Any], where: str) -> _Plan:
         if issubclass(cls, BaseModel):
@@ -201,7 +222,7 @@ class _Builder:
             places = _constraint(metadata, "decimal_places")
             if digits is None or places is None:
                 # Without a declared scale the exact value is kept as text.
-                return _Plan("string", str, None)
+                return _Plan("string", str, None, lambda v: isinstance(v, decimal.Decimal))
             schema = {"type": "bytes", "logicalType": "decimal", "precision": digits}
             schema["scale"] = places
             return _Plan(schema)
@@ -221,8 +242,14 @@ class _Builder:
         if not self._claim(cls, where):
             schema = cls.__name__
         if by_value:
-            return _Plan(schema, _enum_symbols, None)
-        return _Plan(schema, to_symbol.__getitem__, to_member.__getitem__)
+            return _Plan(schema, _enum_symbols, None, lambda v: isinstance(v, cls))
+        return _Plan(
+            schema,
+            to_symbol.__getitem__,
+            to_member.__getitem__,
+            lambda v: isinstance(v, cls),
+            lambda v: isinstance(v, str) and v in to_member,
+        )
 
 
 def _constraint(metadata: list[Any], name: str) -> Any:
@@ -267,6 +294,21 @@ def _values(fn: Convert) -> Convert:
     if fn is None:
         return None
     return lambda value: None if value is None else {k: fn(v) for k, v in value.items()}
+
+
+def _by_branch(branches: list[tuple[Callable[[Any], bool] | None, Convert]]) -> Convert:
+    """Convert a union's value with the conversion of the branch it belongs to."""
+    found = [(test, fn) for test, fn in branches if test is not None and fn is not None]
+    if not found:
+        return None
+
+    def convert(value: Any) -> Any:
+        for test, fn in found:
+            if test(value):
+                return fn(value)
+        return value
+
+    return convert
 
 
 def _unless_none(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -333,3 +375,93 @@ def _json_value(value: Any, schema: Any) -> Any:
     if isinstance(value, list | dict | str | int | float | bool):
         return value
     raise TypeError(f"no JSON form for {value!r}")
+
+
+def unwritten(reader: dict[str, Any], writer: dict[str, Any]) -> Convert:
+    """Remove, after decoding, the reader's fields that ``writer`` did not have.
+
+    fastavro fills such fields with the Avro default in its stored form (microseconds for
+    a datetime, raw bytes for a decimal); removing them lets pydantic apply the record's
+    own default, which is where the Avro default came from.
+    """
+    readers = _named(reader, {})
+    writers = _named(writer, {})
+    plans: dict[tuple[str, str], Any] = {}
+
+    def plan(r: Any, w: Any) -> Convert:
+        r = readers.get(r, r) if isinstance(r, str) else r
+        w = writers.get(w, w) if isinstance(w, str) else w
+        if isinstance(r, list) or isinstance(w, list):
+            rs = [readers.get(x, x) if isinstance(x, str) else x for x in _listed(r)]
+            ws = [writers.get(x, x) if isinstance(x, str) else x for x in _listed(w)]
+            records = [
+                (a, b)
+                for a in rs
+                for b in ws
+                if _record_name(a) and _record_name(a) == _record_name(b)
+            ]
+            if len(records) != 1:
+                return None
+            inner = plan(*records[0])
+            return None if inner is None else (lambda v: inner(v) if isinstance(v, dict) else v)
+        if not isinstance(r, dict) or not isinstance(w, dict) or r.get("type") != w.get("type"):
+            return None
+        kind = r["type"]
+        if kind == "array":
+            return _each(plan(r["items"], w["items"]))
+        if kind == "map":
+            return _values(plan(r["values"], w["values"]))
+        if kind != "record" or r.get("name") != w.get("name"):
+            return None
+        key = (r["name"], w["name"])
+        if key in plans:  # a recursive record: use the plan being built
+            return lambda v: plans[key](v) if plans[key] else v
+        plans[key] = None
+        written = {f["name"]: f for f in w["fields"]}
+        drop = [f["name"] for f in r["fields"] if f["name"] not in written]
+        nested = [
+            (f["name"], fn)
+            for f in r["fields"]
+            if f["name"] in written and (fn := plan(f["type"], written[f["name"]]["type"]))
+        ]
+        if not drop and not nested:
+            return None
+
+        def convert(value: Any) -> Any:
+            for name in drop:
+                value.pop(name, None)
+            for name, fn in nested:
+                if value.get(name) is not None:
+                    value[name] = fn(value[name])
+            return value
+
+        plans[key] = convert
+        return convert
+
+    return plan(reader, writer)
+
+
+def _listed(schema: Any) -> list[Any]:
+    return schema if isinstance(schema, list) else [schema]
+
+
+def _record_name(schema: Any) -> str | None:
+    if isinstance(schema, dict) and schema.get("type") == "record":
+        return schema.get("name")
+    return None
+
+
+def _named(schema: Any, found: dict[str, Any]) -> dict[str, Any]:
+    """Every named type defined in ``schema``, by name."""
+    if isinstance(schema, list):
+        for branch in schema:
+            _named(branch, found)
+    elif isinstance(schema, dict):
+        if schema.get("type") in ("record", "enum", "fixed") and "name" in schema:
+            found[schema["name"]] = schema
+        for field in schema.get("fields", []):
+            _named(field["type"], found)
+        for key in ("items", "values"):
+            if key in schema:
+                _named(schema[key], found)
+    return found

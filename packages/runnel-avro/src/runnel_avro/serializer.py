@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,10 @@ from runnel.exceptions import DecodeError, Misconfigured, SchemaIncompatible
 from runnel.interfaces import Compressor, Serializer
 from runnel.record import Record
 from runnel.schemas import SchemaStore
-from runnel_avro.compatibility import Compatibility, problems
-from runnel_avro.schema import _enum_symbols, derive
+from runnel_avro.compatibility import Compatibility, DamagedSchema, problems
+from runnel_avro.schema import _enum_symbols, derive, unwritten
+
+log = logging.getLogger("runnel.avro")
 
 MAGIC = b"\xc3\x01"
 """The marker of Avro's single-object encoding."""
@@ -155,7 +158,10 @@ class AvroSerializer(Serializer):
         if writer is None:
             data = fastavro.schemaless_reader(body, self.parsed, None)
         else:
-            data = fastavro.schemaless_reader(body, writer, self.parsed)
+            parsed, unwritten = writer
+            data = fastavro.schemaless_reader(body, parsed, self.parsed)
+            if unwritten is not None:
+                data = unwritten(data)
         return data if self._decode is None else self._decode(data)
 
     # Stored schemas.
@@ -169,7 +175,7 @@ class AvroSerializer(Serializer):
             if self.compatibility in (Compatibility.BACKWARD, Compatibility.FULL):
                 # A consumer that cannot read what is stored is refused now, not per event.
                 for fp, text in stored.items():
-                    if fp != self.fingerprint and (found := problems(self.schema, text)):
+                    if fp != self.fingerprint and (found := self._problems(fp, self.schema, text)):
                         raise SchemaIncompatible(
                             f"{record.__name__} cannot read events written with stored "
                             f"schema {fp}: {found[0]}"
@@ -188,7 +194,10 @@ class AvroSerializer(Serializer):
             if fp in self._texts:
                 continue
             try:
-                self._writers[bytes.fromhex(fp)] = fastavro.parse_schema(json.loads(text))
+                schema = json.loads(text)
+                # With a derived schema, fields the writer lacked get the record's defaults.
+                fill = unwritten(self.schema, schema) if self.given is None else None
+                self._writers[bytes.fromhex(fp)] = (fastavro.parse_schema(schema), fill)
                 self._texts[fp] = text
             except Exception:  # a damaged entry: events using it fail to decode, and say so
                 continue
@@ -201,16 +210,25 @@ class AvroSerializer(Serializer):
         for fp, text in stored.items():
             found = []
             if mode in (Compatibility.BACKWARD, Compatibility.FULL):
-                found += problems(self.schema, text)
+                found += self._problems(fp, self.schema, text)
             if mode in (Compatibility.FORWARD, Compatibility.FULL):
                 found += [
-                    f"{p} (for readers of stored schema)" for p in problems(text, self.schema)
+                    f"{p} (for readers of stored schema)"
+                    for p in self._problems(fp, text, self.schema)
                 ]
             if found:
                 raise SchemaIncompatible(
                     f"the schema of {self._bound().__name__} is incompatible ({mode.value}) "
                     f"with stored schema {fp}: " + "; ".join(found)
                 )
+
+    def _problems(self, fp: str, reader: Any, writer: Any) -> list[str]:
+        try:
+            return problems(reader, writer)
+        except DamagedSchema as exc:
+            # Nothing can be written with it or read through it; it must not block the rest.
+            log.warning("stored Avro schema %s of %s is damaged, skipped: %s", fp, self.record, exc)
+            return []
 
     @property
     def stored(self) -> dict[str, str]:
