@@ -1,0 +1,240 @@
+"""``runnel spark export`` and ``runnel spark import``: streams to files and back, via Spark.
+
+PySpark is imported only when one of these commands runs, since every ``runnel`` command
+builds its command line with this plugin loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from runnel.cli.common import load, load_plugins, plugin_option
+from runnel.stream import Stream
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FORMATS = ("parquet", "json", "csv")
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+# The lines of a Python traceback, inside Spark's error text, that say what went wrong:
+# Runnel's own exceptions first, then any Python exception.
+_RUNNEL_CAUSE = re.compile(
+    r"^(?:[\w.]+\.)?(?:BadRow|WriteFailed|DecodeError|Misconfigured|SchemaIncompatible|"
+    r"ImportTargetError|UnknownPlugin|RunnelError): (.+)$",
+    re.MULTILINE,
+)
+_PYTHON_CAUSE = re.compile(r"^([A-Z]\w*(?:Error|Exception): .+)$", re.MULTILINE)
+
+
+def spark_options(f: Any) -> Any:
+    f = click.option(
+        "--conf",
+        "confs",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A Spark setting, as spark-submit's --conf (repeatable).",
+    )(f)
+    f = click.option(
+        "--master",
+        default="local[*]",
+        show_default=True,
+        help="Where Spark runs: local[N], spark://HOST:PORT, yarn, ...",
+    )(f)
+    return plugin_option(f)
+
+
+@click.group()
+def spark() -> None:
+    """Copy streams to files and files to streams, through Spark."""
+
+
+@spark.command()
+@click.argument("target", metavar="MODULE:STREAM")
+@click.argument("out", metavar="OUT")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Default: from OUT's suffix.")
+@click.option("--start", default="-", help="First entry id (or ms, or ISO time) to export.")
+@click.option("--end", default="+", help="Last entry id (or ms, or ISO time) to export.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@spark_options
+def export(
+    target: str,
+    out: str,
+    fmt: str | None,
+    start: str,
+    end: str,
+    overwrite: bool,
+    master: str,
+    confs: tuple[str, ...],
+    plugins: tuple[str, ...],
+) -> None:
+    """Write the events of MODULE:STREAM to OUT (a directory of parquet, JSON or CSV files),
+    one row per event: the record's fields plus _partition, _id and _timestamp."""
+    load_plugins(plugins)
+    stream = load(target, Stream)
+    fmt = fmt or _format_of(out)
+    with session(master, confs) as spark:
+        df = (
+            spark.read.format("runnel")
+            .option("stream", target)
+            .option("start", start)
+            .option("end", end)
+            .load()
+        )
+        if fmt == "csv":
+            df = _flat(df)
+        writer = df.write.mode("overwrite" if overwrite else "errorifexists").format(fmt)
+        if fmt == "csv":
+            writer = writer.option("header", "true")
+        _spark_call(lambda: writer.save(out))
+        written = _reader(spark, fmt).load(out).count()
+    click.echo(f"exported {written} events of {stream.id} to {out} ({fmt})", err=True)
+
+
+@spark.command("import")
+@click.argument("source", metavar="FILE")
+@click.argument("target", metavar="MODULE:STREAM")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Default: from FILE's suffix.")
+@spark_options
+def import_(
+    source: str,
+    target: str,
+    fmt: str | None,
+    master: str,
+    confs: tuple[str, ...],
+    plugins: tuple[str, ...],
+) -> None:
+    """Send the rows of FILE (parquet, JSON lines or CSV with a header; a file or a
+    directory of them) to MODULE:STREAM, as producers would.
+
+    Every row is checked first: if any is not a valid record, nothing is sent.
+    """
+    from runnel_spark.checking import check_rows
+
+    load_plugins(plugins)
+    stream = load(target, Stream)
+    if not os.path.exists(source):
+        raise click.ClickException(f"cannot read {source}: no such file or directory")
+    fmt = fmt or _format_of(source)
+    with session(master, confs) as spark:
+        df = _binary(_spark_call(lambda: _reader(spark, fmt).load(source)), stream)
+        checked = _spark_call(lambda: check_rows(df, stream=target))
+        if not checked.rows:
+            raise click.ClickException(f"no rows to send ({source} is empty)")
+        if not checked.ok:
+            raise click.ClickException(
+                f"{checked.bad} of {checked.rows} rows of {source} are not valid, nothing was "
+                f"sent; the first: {checked.errors[0]}"
+            )
+        _spark_call(
+            lambda: df.write.format("runnel").mode("append").option("stream", target).save()
+        )
+    click.echo(f"imported {checked.rows} rows from {source} into {stream.id}", err=True)
+
+
+@contextlib.contextmanager
+def session(master: str, confs: tuple[str, ...]) -> Iterator[SparkSession]:
+    """A Spark session whose Python workers run this Python and can import from here."""
+    settings = {}
+    for item in confs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.ClickException(f"--conf {item!r}: expected KEY=VALUE")
+        settings[key] = value
+    # Workers must run this interpreter and import the module named on the command line.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if os.getcwd() not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *paths])
+
+    from pyspark.sql import SparkSession
+
+    from runnel_spark import register
+
+    quiet = LOG_CONFIG.as_uri()
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("runnel spark")
+        .config("spark.ui.showConsoleProgress", "true")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={quiet}")
+    )
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = _spark_call(builder.getOrCreate)
+    try:
+        register(spark)
+        yield spark
+    finally:
+        spark.stop()
+
+
+def _format_of(path: str) -> str:
+    suffix = Path(path.rstrip("/")).suffix.lower().lstrip(".")
+    if suffix in ("jsonl", "ndjson"):
+        return "json"
+    return suffix if suffix in FORMATS else "parquet"
+
+
+def _reader(spark: SparkSession, fmt: str) -> Any:
+    reader = spark.read.format(fmt)
+    return reader.option("header", "true") if fmt == "csv" else reader
+
+
+def _flat(df: DataFrame) -> DataFrame:
+    """CSV holds only flat values: nested columns become JSON text, bytes base64."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType
+
+    columns = []
+    for field in df.schema.fields:
+        column = F.col(field.name)
+        if isinstance(field.dataType, StructType | ArrayType | MapType):
+            column = F.to_json(column)
+        elif isinstance(field.dataType, BinaryType):
+            column = F.base64(column)
+        columns.append(column.alias(field.name))
+    return df.select(*columns)
+
+
+def _binary(df: DataFrame, stream: Stream) -> DataFrame:
+    """Bytes fields read as text (from CSV or JSON files, as Spark writes them) are base64."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    from runnel_spark.schema import record_schema
+
+    for field in record_schema(stream.record).fields:
+        if isinstance(field.dataType, BinaryType) and field.name in df.columns:
+            if isinstance(df.schema[field.name].dataType, StringType):
+                df = df.withColumn(field.name, F.unbase64(F.col(field.name)))
+    return df
+
+
+def _spark_call(fn: Any) -> Any:
+    """Run ``fn``; a Spark failure becomes one line saying what went wrong."""
+    try:
+        return fn()
+    except click.ClickException:
+        raise
+    except Exception as exc:
+        if not (type(exc).__module__.startswith(("pyspark", "py4j"))):
+            raise
+        click.echo("\r" + " " * 80 + "\r", err=True, nl=False)  # under the progress bar
+        raise click.ClickException(_cause(exc)) from None
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc)
+    for pattern in (_RUNNEL_CAUSE, _PYTHON_CAUSE):
+        found = pattern.findall(text)
+        if found:
+            return found[-1].strip()
+    return next((line.strip() for line in text.splitlines() if line.strip()), repr(exc))

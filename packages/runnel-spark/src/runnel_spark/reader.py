@@ -1,0 +1,198 @@
+"""Reading streams into Spark: batch reads over id ranges, and micro-batches for streaming.
+
+Every task reads one range of one partition with ``XRANGE`` in chunks, decodes each entry
+with the stream's own ``decode`` (so every codec, compression and primitive records work)
+and hands Spark one Arrow batch per chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from runnel.exceptions import DecodeError, Misconfigured
+from runnel.record import Record
+from runnel.stream import Stream
+from runnel_spark import ranges
+from runnel_spark.schema import ID, PARTITION, TIMESTAMP, derive
+from runnel_spark.target import Target, positive
+
+SPLIT_SIZE = 100_000
+"""Entries per Spark input partition, about: a larger stream partition is read in parts."""
+
+
+@dataclasses.dataclass
+class Split(InputPartition):
+    """One task's work: the entries of partition ``number`` between ``lo`` and ``hi``."""
+
+    number: int
+    key: str
+    lo: str
+    hi: str
+
+
+class RunnelReader(DataSourceReader):
+    """``spark.read.format("runnel")``: a snapshot of the stream as it was when planned."""
+
+    def __init__(self, target: Target, schema: StructType, options: dict[str, str]) -> None:
+        self.target = target
+        self.schema = schema
+        self.start = ranges.parse_id(options.get("start", "-"), end=False, option="start")
+        self.end = ranges.parse_id(options.get("end", "+"), end=True, option="end")
+        self.split_size = positive(options, "splitsize", SPLIT_SIZE)
+
+    def partitions(self) -> list[InputPartition]:
+        stream = self.target.stream()
+        keys = [self.target.key(stream, n) for n in range(stream.partition_count)]
+        # The last id of each partition now bounds the read, so what is written while the
+        # query runs (by this very job, say) is not read.
+        found = ranges.extents(self.target.client(), keys)
+        splits: list[InputPartition] = []
+        for number, (key, extent) in enumerate(zip(keys, found, strict=True)):
+            for lo, hi in ranges.plan(extent, self.start, self.end, self.split_size):
+                splits.append(Split(number, key, lo, hi))
+        return splits
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, Split):  # nothing to read: Spark asks with None
+            return iter(())
+        return read_split(self.target, self.schema, partition)
+
+
+class RunnelStreamReader(DataSourceStreamReader):
+    """``spark.readStream.format("runnel")``: offsets are the last id read per partition.
+
+    They live in Spark's checkpoint, so a restarted query goes on after the last
+    micro-batch it committed; no consumer group is created or moved.
+    """
+
+    def __init__(self, target: Target, schema: StructType, options: dict[str, str]) -> None:
+        self.target = target
+        self.schema = schema
+        self.starting = options.get("startingoffsets", "earliest")
+
+    def _keys(self) -> tuple[Stream, list[str]]:
+        stream = self.target.stream()
+        return stream, [self.target.key(stream, n) for n in range(stream.partition_count)]
+
+    def initialOffset(self) -> dict[str, str]:
+        stream, _ = self._keys()
+        starting = self.starting.strip()
+        if starting.lower() == "earliest":
+            return {str(n): ranges.show(ranges.FIRST) for n in range(stream.partition_count)}
+        if starting.lower() == "latest":
+            return self.latestOffset()
+        try:
+            given = json.loads(starting)
+            offsets = {str(n): ranges.show(ranges.FIRST) for n in range(stream.partition_count)}
+            for n, xid in given.items():
+                if str(n) not in offsets:
+                    raise ValueError(f"no partition {n}")
+                offsets[str(n)] = ranges.show(ranges.parse_id(str(xid), end=True))
+            return offsets
+        except (ValueError, AttributeError, Misconfigured) as exc:
+            raise Misconfigured(
+                f"option startingOffsets={starting!r} must be 'earliest', 'latest' or JSON "
+                f'{{"PARTITION": "LAST-ID-READ", ...}} ({exc})'
+            ) from None
+
+    def latestOffset(self) -> dict[str, str]:
+        _, keys = self._keys()
+        found = ranges.last_ids(self.target.client(), keys)
+        return {str(n): xid or ranges.show(ranges.FIRST) for n, xid in enumerate(found)}
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> list[InputPartition]:
+        _, keys = self._keys()
+        splits: list[InputPartition] = []
+        first = ranges.show(ranges.FIRST)
+        for number, key in enumerate(keys):
+            after, upto = start.get(str(number), first), end.get(str(number), first)
+            if ranges.split_id(upto) <= ranges.split_id(after):
+                continue
+            splits.append(Split(number, key, "-" if after == first else f"({after}", upto))
+        return splits
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, Split)
+        return read_split(self.target, self.schema, partition)
+
+    def commit(self, end: dict[str, str]) -> None:
+        """Nothing to do: Redis keeps the entries until ``partition_size`` trims them."""
+
+
+def read_split(target: Target, schema: StructType, split: Split) -> Iterator[pa.RecordBatch]:
+    stream = target.stream()
+    client = target.client()
+    build = _batch_builder(stream.record, schema)
+    for entries in ranges.read_range(client, split.key, split.lo, split.hi, target.chunk):
+        records = [_decode(target, stream, split, xid, fields) for xid, fields in entries]
+        yield build(records, [xid for xid, _ in entries], split.number)
+
+
+def _decode(target: Target, stream: Stream, split: Split, xid: bytes, fields: Any) -> Record:
+    try:
+        return stream.decode(fields)
+    except DecodeError as exc:
+        # Written with a schema stored after the driver loaded them? Load and try again.
+        if target.refresh_schemas(stream):
+            return _decode(target, stream, split, xid, fields)
+        raise DecodeError(
+            f"cannot read entry {xid.decode()} of {stream.id} partition {split.number}: {exc}"
+        ) from None
+
+
+Builder = Callable[[list[Record], list[bytes], int], pa.RecordBatch]
+Plan = Callable[[list[Record], list[bytes], int], list[Any]]
+"""The values of one column for a chunk: from its records, entry ids and partition."""
+
+_builders: dict[tuple[type[Record], str], Builder] = {}
+
+
+def _batch_builder(record: type[Record], schema: StructType) -> Builder:
+    """How a chunk of records becomes an Arrow batch of the columns ``schema`` asks for."""
+    cached = _builders.get((record, schema.json()))
+    if cached is None:
+        cached = _builders[(record, schema.json())] = _new_builder(record, schema)
+    return cached
+
+
+def _new_builder(record: type[Record], schema: StructType) -> Builder:
+    columns = {c.name: c for c in derive(record)}
+    arrow = to_arrow_schema(schema)
+    plans: list[Plan] = []
+    for name in schema.names:
+        if name in columns:
+            plans.append(_field(name, columns[name].out))
+        elif name == PARTITION:
+            plans.append(lambda records, ids, number: [number] * len(ids))
+        elif name == ID:
+            plans.append(lambda records, ids, number: [x.decode() for x in ids])
+        elif name == TIMESTAMP:  # the milliseconds of each id, as microseconds
+            plans.append(lambda records, ids, number: [int(x[: x.index(b"-")]) * 1000 for x in ids])
+        else:
+            raise Misconfigured(
+                f"column {name!r} is not a field of {record.__name__} "
+                f"nor one of {PARTITION}, {ID}, {TIMESTAMP}"
+            )
+
+    def build(records: list[Record], ids: list[bytes], number: int) -> pa.RecordBatch:
+        arrays = [
+            pa.array(fn(records, ids, number), type=field.type)
+            for fn, field in zip(plans, arrow, strict=True)
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow)
+
+    return build
+
+
+def _field(name: str, out: Any) -> Plan:
+    if out is None:
+        return lambda records, ids, number: [r.__dict__[name] for r in records]
+    return lambda records, ids, number: [out(r.__dict__[name]) for r in records]

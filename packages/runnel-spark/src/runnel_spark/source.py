@@ -1,0 +1,76 @@
+"""The ``runnel`` data source: what Spark calls to read and write a stream.
+
+Spark runs these methods in Python processes of its own (planning on the driver, reading
+and writing on executors), so each one starts from the options: it imports the stream
+they name and resolves its Redis URL on the driver, and hands executors a picklable
+:class:`~runnel_spark.target.Target`.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from runnel.exceptions import Misconfigured
+from runnel_spark.reader import RunnelReader, RunnelStreamReader
+from runnel_spark.schema import stream_schema
+from runnel_spark.target import Target, lower
+from runnel_spark.writer import RunnelStreamWriter, RunnelWriter, check_columns
+
+
+class RunnelDataSource(DataSource):
+    """Runnel streams for ``spark.read``/``readStream`` and ``df.write``/``writeStream``.
+
+    Options: ``stream`` (``MODULE:STREAM``, or a stream name with ``app=MODULE:APP``),
+    ``url`` (overrides the app's ``redis_url``), ``chunkSize`` (entries per round trip);
+    reads also ``start``/``end`` (inclusive ids), ``splitSize``; streaming reads
+    ``startingOffsets``. See docs/spark.md.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "runnel"
+
+    def _options(self) -> dict[str, str]:
+        return lower(self.options)
+
+    def schema(self) -> StructType:
+        target = Target.from_options(self._options(), redis_needed=False)
+        return stream_schema(target.stream())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = self._options()
+        target = Target.from_options(options)
+        target.prepare(writing=False)
+        return RunnelReader(target, schema, options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = self._options()
+        target = Target.from_options(options)
+        target.prepare(writing=False)
+        return RunnelStreamReader(target, schema, options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        target = self._writing(schema, overwrite)
+        return RunnelWriter(target, target.signature[0])
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        target = self._writing(schema, overwrite)
+        return RunnelStreamWriter(target, target.signature[0])
+
+    def _writing(self, schema: StructType, overwrite: bool) -> Target:
+        if overwrite:
+            raise Misconfigured(
+                "a runnel stream is append-only: write with mode('append') "
+                "(or outputMode('append') when streaming)"
+            )
+        target = Target.from_options(self._options())
+        check_columns(target.stream(), schema)
+        target.prepare(writing=True)
+        return target

@@ -1,0 +1,82 @@
+"""``runnel spark export`` and ``runnel spark import``, run as the real command line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+
+import redis
+
+from tests.helpers import cli, env_with
+from tests.spark.conftest import ROOT, send, stored
+from tests.spark.test_batch import orders
+
+
+def run(tmp_path: Path, redis_url: str, *args: str):
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return cli("spark", *args, cwd=tmp_path, env=env_with(redis_url, PYTHONPATH=pythonpath))
+
+
+def records_of(client: redis.Redis, stream) -> list:
+    return sorted((r for _, _, r in stored(client, stream)), key=lambda r: r.order_id)
+
+
+def test_export_then_import_parquet(
+    streams: ModuleType, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    sent = orders(streams, 300)
+    send(streams.orders_json, sent)
+
+    done = run(tmp_path, redis_url, "export", "tests.spark.streams:orders_json", "out.parquet")
+    assert done.returncode == 0, done.stderr
+    assert "exported 300 events of sparkt.orders.json to out.parquet (parquet)" in done.stderr
+    assert list((tmp_path / "out.parquet").glob("*.parquet"))
+
+    done = run(tmp_path, redis_url, "import", "out.parquet", "tests.spark.streams:orders_avro_out")
+    assert done.returncode == 0, done.stderr
+    assert "imported 300 rows from out.parquet into sparkt.orders_out.avro" in done.stderr
+    assert records_of(redis_client, streams.orders_avro_out) == sent
+
+
+def test_export_then_import_csv(
+    streams: ModuleType, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    sent = orders(streams, 50)
+    send(streams.orders_json, sent)
+    done = run(tmp_path, redis_url, "export", "tests.spark.streams:orders_json", "o.csv")
+    assert done.returncode == 0, done.stderr
+    assert "exported 50 events of sparkt.orders.json to o.csv (csv)" in done.stderr
+    # Nested values are JSON text and bytes base64 in CSV, and are read back as such.
+    done = run(tmp_path, redis_url, "import", "o.csv", "tests.spark.streams:orders_json_out")
+    assert done.returncode == 0, done.stderr
+    assert records_of(redis_client, streams.orders_json_out) == sent
+
+    done = run(tmp_path, redis_url, "export", "tests.spark.streams:orders_json", "o.csv")
+    assert done.returncode == 1
+    assert "Error: [PATH_ALREADY_EXISTS]" in done.stderr  # --overwrite replaces it
+
+
+def test_import_of_a_bad_file_sends_nothing(
+    streams: ModuleType, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    lines = ['{"key": "a", "n": 1}', '{"key": "b", "n": "two"}', '{"key": "c", "n": 3}']
+    (tmp_path / "pings.jsonl").write_text("\n".join(lines) + "\n")
+    done = run(tmp_path, redis_url, "import", "pings.jsonl", "tests.spark.streams:pings_out")
+    assert done.returncode == 1
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("Error: 1 of 3 rows of pings.jsonl are not valid, nothing was sent")
+    assert '(got "two")' in error and '"key": "b"' in error
+    assert stored(redis_client, streams.pings_out) == []
+
+
+def test_unknown_targets_and_files_fail_before_spark_starts(redis_url: str, tmp_path: Path) -> None:
+    done = run(tmp_path, redis_url, "export", "tests.spark.streams:orders", "o.csv")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: tests.spark.streams:orders is dict, not a Stream"
+    done = run(tmp_path, redis_url, "export", "tests.spark.streams:nope", "out.parquet")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: module 'tests.spark.streams' has no attribute 'nope'"
+    done = run(tmp_path, redis_url, "import", "missing.json", "tests.spark.streams:pings")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: cannot read missing.json: no such file or directory"
