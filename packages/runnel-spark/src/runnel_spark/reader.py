@@ -163,9 +163,17 @@ def _batch_builder(record: type[Record], schema: StructType) -> Builder:
     return cached
 
 
+def _arrow_schema(schema: StructType) -> Any:
+    """The Arrow schema of ``schema``, timestamps in UTC (PySpark 4.1 made the zone explicit)."""
+    try:
+        return to_arrow_schema(schema, timezone="UTC")  # type: ignore[call-arg]
+    except TypeError:  # PySpark 4.0
+        return to_arrow_schema(schema)
+
+
 def _new_builder(record: type[Record], schema: StructType) -> Builder:
     columns = {c.name: c for c in derive(record)}
-    arrow = to_arrow_schema(schema)
+    arrow = _arrow_schema(schema)
     plans: list[Plan] = []
     for name in schema.names:
         if name in columns:
