@@ -1,55 +1,139 @@
-"""Coalesced, fenced acknowledgements for one partition.
+"""Coalesced, fenced acknowledgements.
 
-An event is recorded here only once its loop iteration has finished; the ids are sent in
-one command when the consumer is about to wait for more events, when enough have piled
-up, and before the partition is given up. The store acknowledges them only if this
-executor still holds the partition's lock. A failed send keeps the ids for the next try:
-the worst case is a redelivery, never a loss.
+An event is recorded in its partition's :class:`Acks` only once its loop iteration has
+finished. The executor's :class:`Acknowledger` sends what every partition recorded in one
+pipelined round trip, and sends again as soon as that returns (group commit): consumers
+never wait for an acknowledgement, and the faster events finish, the bigger the batches.
+The store acknowledges ids only while this executor holds the partition's lock. A failed
+send gives the ids back for the next try: the worst case is a redelivery, never a loss.
+
+Before a partition is given up, its consumer :meth:`Acks.drain`\\ s: it waits for a send in
+flight and sends the rest itself, so everything finished is acknowledged before the lock
+is released.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from runnel.processing.retry import Backoff, reraise_if_cancelled
+
 if TYPE_CHECKING:
     from runnel.processing.executor import Executor
-
-from runnel.processing.retry import reraise_if_cancelled
 
 log = logging.getLogger("runnel.acks")
 
 
 class Acks:
-    def __init__(self, executor: Executor, key: str, batch: int) -> None:
+    """The finished, not yet acknowledged events of one partition."""
+
+    def __init__(self, executor: Executor, key: str) -> None:
         self.executor = executor
         self.key = key
-        self.batch = batch
         self.ids: list[bytes] = []
+        self._idle = asyncio.Event()  # set while no send of ours is in flight
+        self._idle.set()
 
-    def add(self, xid: bytes) -> bool:
-        """Record a finished event; True when it is time to flush."""
+    def add(self, xid: bytes) -> None:
+        """Record a finished event; the acknowledger sends it soon."""
+        if not self.ids:
+            self.executor.acknowledger.wake(self)
         self.ids.append(xid)
-        return len(self.ids) >= self.batch
+
+    def take(self) -> list[bytes]:
+        """Hand the recorded ids to a sender (which must :meth:`done` or :meth:`give_back`)."""
+        ids, self.ids = self.ids, []
+        self._idle.clear()
+        return ids
+
+    def give_back(self, ids: list[bytes]) -> None:
+        self.ids = ids + self.ids
+        self._idle.set()
+
+    def done(self) -> None:
+        self._idle.set()
 
     async def flush(self) -> bool:
-        """Send what is recorded; False if it could not be acknowledged (yet, or ever)."""
+        """Send what is recorded now; False if it could not be acknowledged (yet, or ever)."""
         if not self.ids:
             return True
-        ids, self.ids = self.ids, []
+        ids = self.take()
         executor = self.executor
         try:
             lost = await executor.coordination.ack(executor.id, {self.key: ids})
-        except Exception as exc:
+        except BaseException as exc:
+            self.give_back(ids)
+            if not isinstance(exc, Exception):
+                raise
             reraise_if_cancelled()
-            self.ids = ids + self.ids
             log.warning(
                 "acknowledging %d events on %s failed, will retry: %r", len(ids), self.key, exc
             )
             return False
+        self.done()
         if lost:
             # Someone else owns the partition now; they will process these again.
             log.warning("lost %s before acknowledging %d events", self.key, len(ids))
             executor.lost(self.key)
             return False
         return True
+
+    async def drain(self) -> bool:
+        """Before giving the partition up: wait for the send in flight, then send the rest."""
+        await self._idle.wait()
+        return await self.flush()
+
+
+class Acknowledger:
+    """One executor's sender of acknowledgements for all its partitions."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self._waiting: dict[str, Acks] = {}
+        self._wake = asyncio.Event()
+
+    def wake(self, acks: Acks) -> None:
+        self._waiting[acks.key] = acks
+        self._wake.set()
+
+    async def run(self) -> None:
+        executor = self.executor
+        backoff = Backoff()
+        while True:
+            reraise_if_cancelled()
+            await self._wake.wait()
+            self._wake.clear()
+            waiting, self._waiting = self._waiting, {}
+            taken = {key: (acks, acks.take()) for key, acks in waiting.items() if acks.ids}
+            if not taken:
+                continue
+            try:
+                lost = await executor.coordination.ack(
+                    executor.id, {key: ids for key, (_, ids) in taken.items()}
+                )
+            except BaseException as exc:
+                for key, (acks, ids) in taken.items():
+                    acks.give_back(ids)
+                    self._waiting[key] = acks
+                if not isinstance(exc, Exception):
+                    raise
+                reraise_if_cancelled()
+                count = sum(len(ids) for _, ids in taken.values())
+                log.warning(
+                    "acknowledging %d events failed, retrying in %.1fs: %r",
+                    count,
+                    backoff.delay,
+                    exc,
+                )
+                self._wake.set()
+                await backoff.sleep()
+                continue
+            backoff.reset()
+            for acks, _ in taken.values():
+                acks.done()
+            for key in lost:
+                # Someone else owns the partition now; they will process these again.
+                log.warning("lost %s before acknowledging %d events", key, len(taken[key][1]))
+                executor.lost(key)

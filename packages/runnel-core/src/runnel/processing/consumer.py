@@ -29,7 +29,7 @@ class Consumer:
         self.processor = executor.processor
         self.partition = partition
         self.inbox = inbox
-        self.acks = Acks(executor, partition.key, batch=self.processor.prefetch_count)
+        self.acks = Acks(executor, partition.key)
         self.stopping = False
         self.poisoned = False
 
@@ -43,7 +43,7 @@ class Consumer:
             while not self.stopping:
                 await self._run_once()
         finally:
-            await self.acks.flush()
+            await self.acks.drain()
 
     async def _run_once(self) -> None:
         """Run the processor function once, until it returns or raises."""

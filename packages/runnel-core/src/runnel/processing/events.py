@@ -101,17 +101,10 @@ class Events:
             raise errors[0]
 
     async def _ready(self) -> bool:
-        """Wait until an event is buffered (acknowledging finished ones first, since we
-        are idle anyway); False once the consumer is stopping."""
+        """Wait until an event is buffered; False once the consumer is stopping."""
         consumer = self._consumer
-        if not consumer.inbox.items:
-            # Acknowledge before waiting; if that fails (Redis unreachable), keep trying
-            # while idle rather than leave finished events pending until the next one.
-            while not await consumer.acks.flush() and not consumer.stopping:
-                if await consumer.inbox.wait(timeout=1.0):
-                    break
-            if not await consumer.inbox.wait():
-                return False
+        if not consumer.inbox.items and not await consumer.inbox.wait():
+            return False
         # Start nothing unless our lock is surely still ours: after a pause or while Redis
         # is unreachable, wait for a heartbeat to confirm it (or for the partition to go).
         while not consumer.executor.lease_valid():
@@ -120,15 +113,12 @@ class Events:
             await consumer.executor.lease_renewed()
         return not consumer.stopping
 
-    async def _finished(self, items: list[Event]) -> None:
+    def _finished(self, items: list[Event]) -> None:
         """The loop iteration over ``items`` is over: they count as processed."""
         self.inflight = []
-        acks = self._consumer.acks
-        flush = False
+        add = self._consumer.acks.add
         for event in items:
-            flush = acks.add(event.xid) or flush
-        if flush:
-            await acks.flush()
+            add(event.xid)
 
     async def _single(self) -> AsyncGenerator[Event, None]:
         inbox = self._consumer.inbox
@@ -137,7 +127,7 @@ class Events:
             self.inflight = [event]
             self.delivered += 1
             yield event
-            await self._finished([event])
+            self._finished([event])
 
     async def _batches(self, n: int, within: float) -> AsyncGenerator[list[Event], None]:
         consumer = self._consumer
@@ -161,7 +151,7 @@ class Events:
             self.inflight = batch
             self.delivered += 1
             yield batch
-            await self._finished(batch)
+            self._finished(batch)
 
 
 class Batches:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnel.coordination import Members
 from runnel.exceptions import RunnelError
+from runnel.processing.acks import Acknowledger
 from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
@@ -65,6 +66,7 @@ class Executor:
         self.consumer_name = CONSUMER_NAME
         self.ttl_ms = int(processor.lock_expiry * 1000)
         self.runner = Runner(self)
+        self.acknowledger = Acknowledger(self)
         self._stop = asyncio.Event()
         self._rebalance = asyncio.Event()
         self._lease_until = 0.0
@@ -119,6 +121,7 @@ class Executor:
         await self._until_stopped(asyncio.sleep(self.processor.join_delay))
         async with asyncio.TaskGroup() as tg:
             running = tg.create_task(self.runner.run(), name="runner")
+            acknowledging = tg.create_task(self.acknowledger.run(), name="acknowledger")
             # Beat from before joining: a slow join must not look like a dead member.
             beating = tg.create_task(self._heartbeat(), name="heartbeat")
             if not self._stop.is_set() and await self._until_stopped(self._join()):
@@ -136,6 +139,7 @@ class Executor:
             beating.cancel()
             self.runner.stop()
             await running
+            acknowledging.cancel()  # the consumers drained their acknowledgements when stopping
 
     async def _until_stopped(self, coro: Coroutine[Any, Any, Any]) -> bool:
         """Await ``coro`` unless a stop comes first; True if it completed."""

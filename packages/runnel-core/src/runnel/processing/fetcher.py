@@ -65,8 +65,9 @@ class Fetcher:
                     await self.wake.wait()
                 continue
             try:
+                count = max(inboxes[key].capacity for key in wanted)
                 result = await executor.coordination.read(
-                    executor.id, executor.consumer_name, wanted, processor.prefetch_count
+                    executor.id, executor.consumer_name, wanted, count
                 )
             except Exception as exc:
                 reraise_if_cancelled()

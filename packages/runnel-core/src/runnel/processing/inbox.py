@@ -10,7 +10,7 @@ from runnel.types import Event, Partition
 
 
 class Inbox:
-    """Holds at most about two reads' worth of events, so memory stays flat on any backlog.
+    """Holds at most ``capacity`` and a half events, so memory stays flat on any backlog.
 
     ``position`` is where the fetcher reads next: first the partition's unacknowledged
     entries from :data:`PENDING_START`, then new entries.
@@ -28,7 +28,9 @@ class Inbox:
 
     @property
     def wants_more(self) -> bool:
-        return not self.closed and len(self.items) < self.capacity
+        # Refill at half full rather than at the first free slot: reads stay large (one
+        # round trip brings many events for many partitions) and the consumer never starves.
+        return not self.closed and len(self.items) <= self.capacity // 2
 
     def put(self, events: list[Event]) -> None:
         self.items.extend(events)
@@ -37,7 +39,7 @@ class Inbox:
 
     def pop(self) -> Event:
         event = self.items.popleft()
-        if len(self.items) < self.capacity:
+        if len(self.items) == self.capacity // 2:
             self._wake.set()
         return event
 
