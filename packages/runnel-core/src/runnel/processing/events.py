@@ -60,6 +60,9 @@ class Events:
         return self._pipeline(self._single())
 
     def records(self) -> AsyncIterator[Record]:
+        if not self._consumer.processor.middleware:
+            # Nothing between us and the processor needs the events: decode as we go.
+            return self._pipeline(self._single(decode=True))
         return self._track(_decode_each(self._pipeline(self._single())))
 
     def take(self, n: int, within: float) -> Batches:
@@ -120,14 +123,25 @@ class Events:
         for event in items:
             add(event.xid)
 
-    async def _single(self) -> AsyncGenerator[Event, None]:
-        inbox = self._consumer.inbox
-        while await self._ready():
+    async def _single(self, decode: bool = False) -> AsyncGenerator[Any, None]:
+        # The hot loop of per-event processing: the slow path (_ready) only when the inbox
+        # is empty or the lease needs confirming.
+        consumer = self._consumer
+        inbox = consumer.inbox
+        items = inbox.items
+        executor = consumer.executor
+        add = consumer.acks.add
+        stream_decode = consumer.partition.stream.decode
+        while True:
+            if consumer.stopping or not items or not executor.lease_valid():
+                if not await self._ready():
+                    return
             event = inbox.pop()
             self.inflight = [event]
             self.delivered += 1
-            yield event
-            self._finished([event])
+            yield stream_decode(event.data) if decode else event
+            self.inflight = []
+            add(event.xid)
 
     async def _batches(self, n: int, within: float) -> AsyncGenerator[list[Event], None]:
         consumer = self._consumer

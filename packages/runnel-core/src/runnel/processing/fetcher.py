@@ -58,7 +58,10 @@ class Fetcher:
         backoff = Backoff()
         while not self._stopping:
             reraise_if_cancelled()
-            wanted = {key: box.position for key, box in inboxes.items() if box.wants_more}
+            if any(box.wants_more for box in inboxes.values()):
+                wanted = {key: box.position for key, box in inboxes.items() if box.has_room}
+            else:
+                wanted = {}
             if not wanted:
                 self.wake.clear()
                 if not self._stopping:
@@ -162,7 +165,7 @@ class Fetcher:
                 partition,
             )
             await self.executor.coordination.ack(self.executor.id, {partition.key: trimmed})
-        if events:
+        if events and partition.stream.has_schemas:
             # A producer may have started writing with a schema stored after we started.
             await retrying(lambda: partition.stream.admit(events), "loading new schemas")
         box.put(events)

@@ -10,7 +10,7 @@ from runnel.types import Event, Partition
 
 
 class Inbox:
-    """Holds at most ``capacity`` and a half events, so memory stays flat on any backlog.
+    """Holds fewer than twice ``capacity`` events, so memory stays flat on any backlog.
 
     ``position`` is where the fetcher reads next: first the partition's unacknowledged
     entries from :data:`PENDING_START`, then new entries.
@@ -28,9 +28,15 @@ class Inbox:
 
     @property
     def wants_more(self) -> bool:
-        # Refill at half full rather than at the first free slot: reads stay large (one
-        # round trip brings many events for many partitions) and the consumer never starves.
+        """Half empty: time to read. Refilling at half rather than at the first free slot
+        keeps reads large (one round trip brings many events for many partitions) while
+        the consumer still has work."""
         return not self.closed and len(self.items) <= self.capacity // 2
+
+    @property
+    def has_room(self) -> bool:
+        """Worth including in a read that happens anyway."""
+        return not self.closed and len(self.items) < self.capacity
 
     def put(self, events: list[Event]) -> None:
         self.items.extend(events)
