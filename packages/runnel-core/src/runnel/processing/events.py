@@ -143,15 +143,20 @@ class Events:
             self.inflight = []
             add(event.xid)
 
-    async def _batches(self, n: int, within: float) -> AsyncGenerator[list[Event], None]:
+    async def _batches(
+        self, n: int, within: float, decode: bool = False
+    ) -> AsyncGenerator[list[Any], None]:
         consumer = self._consumer
         inbox = consumer.inbox
+        stream_decode = consumer.partition.stream.decode
+        add = consumer.acks.add
         while await self._ready():
-            batch = [inbox.pop()]
+            batch = inbox.pop_many(n)
             deadline = time.monotonic() + within
             while len(batch) < n and not consumer.stopping:
-                while inbox.items and len(batch) < n:
-                    batch.append(inbox.pop())
+                if inbox.items:
+                    batch += inbox.pop_many(n - len(batch))
+                    continue
                 remaining = deadline - time.monotonic()
                 if len(batch) >= n or remaining <= 0:
                     break
@@ -164,8 +169,10 @@ class Events:
                 return  # not started: these stay pending and are delivered again later
             self.inflight = batch
             self.delivered += 1
-            yield batch
-            self._finished(batch)
+            yield [stream_decode(e.data) for e in batch] if decode else batch
+            self.inflight = []
+            for event in batch:
+                add(event.xid)
 
 
 class Batches:
@@ -182,6 +189,9 @@ class Batches:
 
     def records(self) -> AsyncIterator[list[Record]]:
         events = self._events
+        if not events._consumer.processor.middleware:
+            # Nothing between us and the processor needs the events: decode as we go.
+            return events._pipeline(events._batches(self._n, self._within, decode=True))
         return events._track(_decode_batches(self.__aiter__()))
 
 

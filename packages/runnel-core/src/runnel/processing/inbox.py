@@ -49,6 +49,20 @@ class Inbox:
             self._wake.set()
         return event
 
+    def pop_many(self, n: int) -> list[Event]:
+        """Up to ``n`` events (at least one must be there)."""
+        items = self.items
+        low = self.capacity // 2
+        was = len(items)
+        if n >= was:
+            taken = list(items)
+            items.clear()
+        else:
+            taken = [items.popleft() for _ in range(n)]
+        if len(items) <= low < was:
+            self._wake.set()
+        return taken
+
     def close(self) -> None:
         """Stop accepting events and wake a waiting consumer."""
         self.closed = True
