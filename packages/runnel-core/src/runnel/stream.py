@@ -75,6 +75,7 @@ class Stream:
         )
         self._prepared: set[bool] = set()
         self._decode = self._decoder()
+        self._encode = self._encoder()
 
     def __repr__(self) -> str:
         return f"<Stream {self.app.name}.{self.name} partitions={self.partition_count}>"
@@ -118,13 +119,30 @@ class Stream:
 
     def encode(self, record: Record) -> dict[bytes, Any]:
         """The field/value pairs stored for ``record``."""
+        return self._encode(record)
+
+    def _encoder(self) -> Callable[[Record], dict[bytes, Any]]:
+        """The fastest way to turn this stream's records into entries, chosen once."""
         if self._primitive:
-            return {k.encode(): _primitive_value(v) for k, v in record.__dict__.items()}
-        assert self.serializer is not None
-        data = self.serializer.dumps(record.model_dump(mode=self._dump_mode))
-        if self.serializer.compressor is not None:
-            data = self.serializer.compressor.compress(data)
-        return {DATA: data}
+            return lambda r: {k.encode(): _primitive_value(v) for k, v in r.__dict__.items()}
+        serializer = self.serializer
+        assert serializer is not None
+        compressor = serializer.compressor
+        if type(serializer) is JSONSerializer:
+            # pydantic writes the JSON itself: the same bytes as dumping to JSON-mode data
+            # and then to JSON, in one pass.
+            def data(r: Record) -> bytes:
+                return r.__pydantic_serializer__.to_json(r)
+        else:
+            dumps, mode = serializer.dumps, self._dump_mode
+
+            def data(r: Record) -> bytes:
+                return dumps(r.model_dump(mode=mode))
+
+        if compressor is None:
+            return lambda r: {DATA: data(r)}
+        compress = compressor.compress
+        return lambda r: {DATA: compress(data(r))}
 
     def _decoder(self) -> Callable[[Fields], Record]:
         """The fastest way to turn this stream's entries into records, chosen once."""
@@ -204,10 +222,12 @@ class Stream:
         """Append records to their partitions in one round trip, all or none; return their ids."""
         if not records:
             return []
+        keys = [p.key for p in self.partitions]
+        validate, number, encode = self.validate, self.partition_number, self._encode
         entries = []
         for value in records:
-            record = self.validate(value)
-            entries.append((self.partition_for(record).key, self.encode(record)))
+            record = validate(value)
+            entries.append((keys[number(record)], encode(record)))
         if True not in self._prepared:
             await self.prepare(writing=True)
         return await self.app.transport.append(entries, maxlen=self.partition_size)
