@@ -1,148 +1,68 @@
-"""``python -m benchmarks [EVENTS]``: throughput of Runnel next to a hand-written redis-py loop.
+"""``python -m benchmarks [throughput|latency|memory|scaling|codecs|profile] [--events N]``
 
-Both sides run against one private redis-server started here, on the same data, one after
-the other; each figure is printed with the plain loop's figure and their ratio.
+Without a name, the whole suite (throughput, latency, memory, scaling) against one private
+redis-server, then one table: every figure next to a plain redis-py loop doing the same
+work in the same run, their ratio, and the target. See docs/performance.md.
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
+import datetime
 import os
-import signal
-import sys
-import tempfile
-import time
-from pathlib import Path
+import platform
 
-import orjson
-import redis.asyncio as aioredis
+import redis
 
-from runnel import App, Record
-from runnel.processing.worker import Worker
-from runnel_redis.embedded import start_server
+from benchmarks import latency, memory, scaling, throughput
+from benchmarks.common import Row, git_state, server, table
 
-PARTITIONS = 16
-
-
-class Ping(Record):
-    key: str
-    n: int
+SUITE = {
+    "throughput": throughput.run,
+    "latency": latency.run,
+    "memory": memory.run,
+    "scaling": scaling.run,
+}
 
 
-def app_for(url: str, name: str) -> tuple[App, object]:
-    # No join delay: the figure is the processing rate, not the start-up.
-    app = App(name=name, redis_url=url, default_join_delay=0)
-    return app, app.stream("pings", record=Ping, partition_by="key", partition_count=PARTITIONS)
-
-
-async def runnel_send(url: str, total: int) -> float:
-    app, pings = app_for(url, "bench")
-    batch = [Ping(key=f"k{i}", n=i) for i in range(1000)]
-    start = time.perf_counter()
-    for _ in range(total // 1000):
-        await pings.send(*batch)  # type: ignore[attr-defined]
-    rate = total / (time.perf_counter() - start)
-    await app.aclose()
-    return rate
-
-
-async def plain_send(url: str, total: int) -> float:
-    client = aioredis.Redis.from_url(url)
-    keys = [f"__strm:plain.pings.{i}" for i in range(PARTITIONS)]
-    payloads = [orjson.dumps({"key": f"k{i}", "n": i}) for i in range(1000)]
-    start = time.perf_counter()
-    for _ in range(total // 1000):
-        async with client.pipeline(transaction=True) as pipe:
-            for i, data in enumerate(payloads):
-                pipe.xadd(keys[i % PARTITIONS], {"data": data}, maxlen=50_000, approximate=True)
-            await pipe.execute()
-    rate = total / (time.perf_counter() - start)
-    await client.aclose()
-    return rate
-
-
-async def runnel_drain(url: str, total: int, batched: bool) -> float:
-    app, pings = app_for(url, "bench")
-    done = asyncio.Event()
-    seen = 0
-
-    @app.processor(pings, name="batched" if batched else "single")  # type: ignore[arg-type]
-    async def drain(events):
-        nonlocal seen
-        if batched:
-            async for batch in events.take(100, within=0.01).records():
-                seen += len(batch)
-                if seen >= total:
-                    done.set()
-        else:
-            async for _ in events.records():
-                seen += 1
-                if seen >= total:
-                    done.set()
-
-    worker = Worker(app)
-    start = time.perf_counter()
-    task = asyncio.create_task(worker.run())
-    await done.wait()
-    rate = total / (time.perf_counter() - start)
-    worker.stop()
-    await task
-    return rate
-
-
-async def plain_drain(url: str, total: int, count: int, group: str) -> float:
-    client = aioredis.Redis.from_url(url)
-    keys = [f"__strm:plain.pings.{i}" for i in range(PARTITIONS)]
-    for key in keys:
-        await client.xgroup_create(key, group, id="0")
-    seen = 0
-    start = time.perf_counter()
-    while seen < total:
-        reply = await client.xreadgroup(group, "c", {k: ">" for k in keys}, count=count, block=1000)
-        async with client.pipeline(transaction=False) as pipe:
-            for key, entries in reply:
-                for _, fields in entries:
-                    orjson.loads(fields[b"data"])
-                seen += len(entries)
-                pipe.xack(key, group, *[xid for xid, _ in entries])
-            await pipe.execute()
-    rate = total / (time.perf_counter() - start)
-    await client.aclose()
-    return rate
-
-
-def row(name: str, ours: float, plain: float) -> None:
-    print(
-        f"{name:<24} runnel {ours:>9,.0f}/s   plain redis-py {plain:>9,.0f}/s"
-        f"   ratio {ours / plain:.2f}"
+def header(url: str) -> str:
+    client = redis.Redis.from_url(url)
+    version = client.info("server")["redis_version"]
+    client.close()
+    return (
+        f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {git_state()}, Python "
+        f"{platform.python_version()}, Redis {version}, {os.cpu_count()} cores"
     )
 
 
-async def main(total: int) -> None:
-    server = start_server(Path(tempfile.mkdtemp(prefix="runnel-bench-")), persist=False)
-    try:
-        url = server.url
-        print(f"{total:,} events over {PARTITIONS} partitions, redis-server at {url}\n")
-        send_r, send_p = await runnel_send(url, total), await plain_send(url, total)
-        row("send (batches of 1000)", send_r, send_p)
-        row(
-            "process, per event",
-            await runnel_drain(url, total, False),
-            await plain_drain(url, total, 8, "g8"),
-        )
-        row(
-            "process, take(100)",
-            await runnel_drain(url, total, True),
-            await plain_drain(url, total, 100, "g100"),
-        )
-    finally:
-        os.kill(server.pid, signal.SIGTERM)
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("which", nargs="?", choices=[*SUITE, "codecs", "profile"])
+    parser.add_argument("case", nargs="?", help="profile: records or take")
+    parser.add_argument("--events", type=int, help="backlog or events (each has a default)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per throughput figure")
+    args = parser.parse_args()
+    if args.which == "codecs":
+        from benchmarks import codecs
+
+        codecs.run([str(args.events)] if args.events else [])
+        return
+    if args.which == "profile":
+        from benchmarks import profiling
+
+        profiling.run(args.case or "records", args.events)
+        return
+    chosen = {args.which: SUITE[args.which]} if args.which else SUITE
+    rows: list[Row] = []
+    with server() as url:
+        print(header(url), flush=True)
+        for run in chosen.values():
+            # --events is each benchmark's own size; for the whole suite, throughput's.
+            events = args.events if args.which or run is throughput.run else None
+            rows += run(url, events=events, rounds=args.rounds)
+        print()
+        print(table(rows))
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["codecs"]:
-        from benchmarks import codecs
-
-        codecs.run(sys.argv[2:])
-    else:
-        asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000))
+    main()

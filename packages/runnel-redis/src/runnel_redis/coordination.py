@@ -13,7 +13,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.coordination import Coordination, Leadership, Members, ReadResult
-from runnel.transport import Entry
 from runnel_redis import keys, scripts
 
 ADMIN_TTL_MS = 10_000
@@ -157,14 +156,7 @@ class RedisCoordination(Coordination):
         result = ReadResult(lost=[s for s, ok in zip(streams, held, strict=True) if not ok])
         for raw_key, raw_entries in replies or []:
             key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
-            entries: list[Entry] = []
-            for xid, flat in raw_entries or []:
-                if not flat:
-                    entries.append((xid, None))
-                else:
-                    it = iter(flat)
-                    entries.append((xid, dict(zip(it, it, strict=True))))
-            result.entries.append((key, entries))
+            result.entries.append((key, [(xid, _fields(flat)) for xid, flat in raw_entries or []]))
         return result
 
     async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
@@ -216,3 +208,13 @@ def _parse_members(raw: Any) -> Members:
         return {}
     data = json.loads(raw)
     return data if isinstance(data, dict) else {}
+
+
+def _fields(flat: list[bytes] | None) -> dict[bytes, bytes] | None:
+    """An entry's flat field/value list as a dict (None for an entry trimmed meanwhile)."""
+    if not flat:
+        return None
+    if len(flat) == 2:  # the usual case: one `data` field
+        return {flat[0]: flat[1]}
+    it = iter(flat)
+    return dict(zip(it, it, strict=True))
