@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from runnel_redis.scripts import FENCED_ACK, FENCED_READ
+from runnel_redis.scripts import FENCED_ACK_MANY, FENCED_READ
 from tests.cluster.conftest import (
     LOCK_EXPIRY,
     TEST_CLIENT,
@@ -33,7 +33,7 @@ from tests.helpers import wait_for
 
 BATCH = 1500
 FENCED_READ_SHA = hashlib.sha1(FENCED_READ.encode()).hexdigest().encode()
-FENCED_ACK_SHA = hashlib.sha1(FENCED_ACK.encode()).hexdigest().encode()
+FENCED_ACK_SHA = hashlib.sha1(FENCED_ACK_MANY.encode()).hexdigest().encode()
 
 
 def worked_on(cluster: Cluster, pid: int, since: int) -> set[int]:

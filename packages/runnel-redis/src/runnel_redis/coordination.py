@@ -33,7 +33,7 @@ class RedisCoordination(Coordination):
         self._release = client.register_script(scripts.RELEASE)
         self._beat = client.register_script(scripts.BEAT)
         self._read = client.register_script(scripts.FENCED_READ)
-        self._ack = client.register_script(scripts.FENCED_ACK)
+        self._ack_many = client.register_script(scripts.FENCED_ACK_MANY)
         self._locks: dict[str, str] = {}
 
     def lock_key(self, number: int) -> str:
@@ -160,29 +160,11 @@ class RedisCoordination(Coordination):
         return result
 
     async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
-        if len(ids) == 1:
-            [(key, xids)] = ids.items()
-            if len(xids) <= 1000:  # the usual case: one partition's batch, no pipeline
-                reply = await self._ack(
-                    keys=[self._lock_for_stream(key), key], args=[owner, self.group, *xids]
-                )
-                return [key] if reply == -1 else []
-        lost = []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            order = []
-            for key, xids in ids.items():
-                for start in range(0, len(xids), 1000):
-                    await self._ack(
-                        keys=[self._lock_for_stream(key), key],
-                        args=[owner, self.group, *xids[start : start + 1000]],
-                        client=pipe,
-                    )
-                    order.append(key)
-            replies = await pipe.execute()
-        for key, reply in zip(order, replies, strict=True):
-            if reply == -1 and key not in lost:
-                lost.append(key)
-        return lost
+        streams = list(ids)
+        locks = [self._lock_for_stream(s) for s in streams]
+        joined = [b" ".join(xids) for xids in ids.values()]
+        lost = await self._ack_many(keys=[*locks, *streams], args=[owner, self.group, *joined])
+        return [streams[i - 1] for i in lost]
 
 
 class RedisLeadership(Leadership):
