@@ -31,8 +31,13 @@ def header(url: str) -> str:
     client.close()
     return (
         f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {git_state()}, Python "
-        f"{platform.python_version()}, Redis {version}, {os.cpu_count()} cores"
+        f"{platform.python_version()}, Redis {version}, {os.cpu_count()} cores, {load()}"
     )
+
+
+def load() -> str:
+    """Other work on the machine skews every figure: say how busy it was."""
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def main() -> None:
@@ -62,6 +67,7 @@ def main() -> None:
             rows += run(url, events=events, rounds=args.rounds)
         print()
         print(table(rows))
+        print(f"\n{load()} (1, 5, 15 min)")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ class Acks:
         self.executor = executor
         self.key = key
         self.ids: list[bytes] = []
+        self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
+        self._sending = 0
         self._idle = asyncio.Event()  # set while no send of ours is in flight
         self._idle.set()
 
@@ -45,15 +47,18 @@ class Acks:
     def take(self) -> list[bytes]:
         """Hand the recorded ids to a sender (which must :meth:`done` or :meth:`give_back`)."""
         ids, self.ids = self.ids, []
+        self._sending += 1
         self._idle.clear()
         return ids
 
     def give_back(self, ids: list[bytes]) -> None:
         self.ids = ids + self.ids
-        self._idle.set()
+        self.done()
 
     def done(self) -> None:
-        self._idle.set()
+        self._sending -= 1
+        if not self._sending:
+            self._idle.set()
 
     async def flush(self) -> bool:
         """Send what is recorded now; False if it could not be acknowledged (yet, or ever)."""
@@ -81,7 +86,9 @@ class Acks:
         return True
 
     async def drain(self) -> bool:
-        """Before giving the partition up: wait for the send in flight, then send the rest."""
+        """Before giving the partition up: wait for any send in flight, then send the rest
+        ourselves (the acknowledger no longer takes ours, so nothing can slip past)."""
+        self.draining = True
         await self._idle.wait()
         return await self.flush()
 
@@ -106,7 +113,11 @@ class Acknowledger:
             await self._wake.wait()
             self._wake.clear()
             waiting, self._waiting = self._waiting, {}
-            taken = {key: (acks, acks.take()) for key, acks in waiting.items() if acks.ids}
+            taken = {
+                key: (acks, acks.take())
+                for key, acks in waiting.items()
+                if acks.ids and not acks.draining
+            }
             if not taken:
                 continue
             try:

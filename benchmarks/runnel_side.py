@@ -1,0 +1,100 @@
+"""Runnel's side of each benchmark, as it runs inside its own process (see worker_proc)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.common import APP, PARTITIONS, Ping, Stamped
+from benchmarks.tally import Tally, now, paced, percentiles
+from runnel import App
+from runnel.processing.worker import Worker
+
+
+def _app(url: str, **settings: Any) -> App:
+    return App(name=APP, redis_url=url, **settings)
+
+
+async def drain(url: str, stream: str, group: str, batch: int) -> dict[str, Any]:
+    """One worker with an empty processor, per event (batch 1) or ``take(batch)``, until
+    SIGTERM. No join delay: the worker is measured, not its start-up."""
+    app = _app(url, default_join_delay=0)
+    pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
+    tally = Tally()
+
+    @app.processor(pings, name=group)
+    async def empty(events):  # type: ignore[no-untyped-def]
+        if batch == 1:
+            async for _ in events.records():
+                tally.add(1)
+        else:
+            async for records in events.take(batch, within=0.01).records():
+                tally.add(len(records))
+
+    code = await Worker(app).run()  # returns on SIGTERM, after a graceful stop
+    return {**tally.result(), "exit_code": code}
+
+
+async def send(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
+    """``stream.send(*records)`` in batches; the records are made before timing."""
+    app = _app(url)
+    pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
+    records = [Ping(key=f"k{i}", n=i) for i in range(batch)]
+    await pings.send(*records)  # connect first: the rate is of sending, not connecting
+    start = now()
+    for _ in range(total // batch):
+        await pings.send(*records)
+    elapsed = now() - start
+    await app.aclose()
+    return {"events": total // batch * batch, "seconds": elapsed}
+
+
+async def latency(
+    url: str, stream: str, group: str, warmup: int, ready: Callable[[], None]
+) -> dict[str, Any]:
+    """A worker with default settings recording send -> processor latency per event (the
+    first ``warmup`` events are left out); calls ``ready`` once it owns every partition."""
+    app = _app(url)
+    stamps = app.stream(stream, record=Stamped, partition_by="key", partition_count=PARTITIONS)
+    latencies: list[float] = []
+
+    @app.processor(stamps, name=group)
+    async def measure(events):  # type: ignore[no-untyped-def]
+        async for record in events.records():
+            if record.n >= warmup:
+                latencies.append(time.time() - record.sent)
+
+    worker = Worker(app)
+    running = asyncio.create_task(worker.run())
+    # Ready once it owns every partition (the runner's own state: there is no event for it).
+    runner = worker.executors[0].runner
+    while len(runner.owned) < PARTITIONS and not running.done():  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    ready()
+    await running
+    s = app.settings
+    settings = {
+        "read_timeout_ms": s.default_read_timeout,
+        "prefetch_count": s.default_prefetch_count,
+        "join_delay_s": s.default_join_delay,
+    }
+    return {**percentiles(latencies), "settings": settings}
+
+
+async def produce(
+    url: str, stream: str, rate: int, per_tick: int, seconds: float
+) -> dict[str, Any]:
+    """``per_tick`` stamped records per ``stream.send`` on a fixed schedule."""
+    app = _app(url)
+    stamps = app.stream(stream, record=Stamped, partition_by="key", partition_count=PARTITIONS)
+    await stamps.send(Stamped(key="warm", n=-1, sent=time.time()))  # connect first
+    start, n = now(), 0
+    async for _ in paced(rate, per_tick, seconds):
+        sent = time.time()
+        await stamps.send(*(Stamped(key=f"k{i}", n=i, sent=sent) for i in range(n, n + per_tick)))
+        n += per_tick
+    elapsed = now() - start
+    await app.aclose()
+    return {"events": n, "seconds": elapsed}

@@ -1,0 +1,86 @@
+"""Throughput: one worker process draining a backlog (per event and ``take(100)``), and
+sending, each next to the plain redis-py loop doing the same work in the same run.
+
+Drains: a backlog of EVENTS Ping records spread evenly over 16 partitions, filled once;
+every run reads all of it through a consumer group of its own, so every run gets the
+same data. The processor is empty (``async for _ in events.records()``); the plain loop
+reads COUNT 8 per partition for the per-event figure and COUNT 100 for the batched one.
+Sends: batches of 1000 through ``stream.send(*records)`` against pipelined XADD in
+MULTI/EXEC, into emptied partitions. Each figure is the best of ROUNDS runs, Runnel and
+plain taking turns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks import harness
+from benchmarks.common import Row, drop, fill, rate, spread
+from benchmarks.harness import Proc
+
+BACKLOG = "pings"
+SENT = "sent"
+SEND_BATCH = 1000
+
+
+def send_rate(url: str, side: str, events: int) -> float:
+    drop(url, SENT)
+    args = ["--url", url, "--stream", SENT, "--events", str(events), "--batch", str(SEND_BATCH)]
+    proc = Proc(side, "send", *args)
+    result = proc.line()
+    proc.popen.wait()
+    return result["events"] / result["seconds"]
+
+
+def drain_rate(url: str, side: str, group: str, batch: int, events: int) -> float:
+    return harness.drain(url, BACKLOG, side, group, batch, events)["rate"]
+
+
+def row(figure: str, got: dict[str, list[float]], target: float) -> Row:
+    ours, plain = max(got["runnel"]), max(got["plain"])
+    return Row(
+        figure,
+        rate(ours),
+        rate(plain),
+        f"{ours / plain:.2f}",
+        f">= {target}",
+        ours / plain >= target,
+        f"{spread(got['runnel'])}/{spread(got['plain'])}",
+    )
+
+
+def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[Row]:
+    events = events or 200_000
+    print(f"throughput: {events:,} events over 16 partitions, best of {rounds}", flush=True)
+    fill(url, BACKLOG, events)
+    sends = harness.alternate(
+        rounds,
+        {
+            "runnel": lambda n: send_rate(url, "runnel", events),
+            "plain": lambda n: send_rate(url, "plain", events),
+        },
+        f"send (batches of {SEND_BATCH})",
+    )
+    single = harness.alternate(
+        rounds,
+        {
+            "runnel": lambda n: drain_rate(url, "runnel", f"records{n}", 1, events),
+            "plain": lambda n: drain_rate(url, "plain", f"count8-{n}", 8, events),
+        },
+        "per event",
+    )
+    batched = harness.alternate(
+        rounds,
+        {
+            "runnel": lambda n: drain_rate(url, "runnel", f"take{n}", 100, events),
+            "plain": lambda n: drain_rate(url, "plain", f"count100-{n}", 100, events),
+        },
+        "take(100)",
+    )
+    drop(url, BACKLOG)
+    drop(url, SENT)
+    return [
+        row(f"send, batches of {SEND_BATCH}", sends, 0.9),
+        row("process per event, records()", single, 0.6),
+        row("process batched, take(100)", batched, 0.75),
+    ]

@@ -1,0 +1,53 @@
+"""One side of one benchmark in a fresh process; its result is one JSON line on stdout.
+
+``python -m benchmarks.worker_proc {runnel,plain} {drain,send,latency,produce} --url URL
+--stream NAME [options]``. Consumers (``drain``, ``latency``) run until SIGTERM; ``latency``
+first prints ``{"ready": true}`` once it is consuming. The harness (harness.py) starts
+these, so Runnel's worker and the plain loop each get a process of their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+import orjson
+
+from benchmarks import plain_side, runnel_side
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(orjson.dumps(obj).decode() + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.worker_proc")
+    parser.add_argument("side", choices=["runnel", "plain"])
+    parser.add_argument("action", choices=["drain", "send", "latency", "produce"])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--stream", required=True)
+    parser.add_argument("--group", default="g")
+    parser.add_argument("--batch", type=int, default=1, help="take(n), COUNT, or send size")
+    parser.add_argument("--events", type=int, default=0, help="events to send")
+    parser.add_argument("--rate", type=int, default=5000, help="events/s to produce")
+    parser.add_argument("--per-tick", type=int, default=25, help="events per send")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long to produce")
+    parser.add_argument("--warmup", type=int, default=0, help="first events not measured")
+    a = parser.parse_args()
+    side = runnel_side if a.side == "runnel" else plain_side
+    if a.action == "drain":
+        job = side.drain(a.url, a.stream, a.group, a.batch)
+    elif a.action == "send":
+        job = side.send(a.url, a.stream, a.events, a.batch)
+    elif a.action == "latency":
+        job = side.latency(a.url, a.stream, a.group, a.warmup, lambda: emit({"ready": True}))
+    else:
+        job = side.produce(a.url, a.stream, a.rate, a.per_tick, a.seconds)
+    emit(asyncio.run(job))
+
+
+if __name__ == "__main__":
+    main()
