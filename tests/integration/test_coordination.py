@@ -20,6 +20,7 @@ from runnel import App, Record, Stream
 from runnel.processing.executor import Executor
 from runnel.processing.worker import Worker
 from runnel_redis import keys
+from runnel_redis.coordination import WATCHED_READ_COUNT
 from runnel_redis.transport import RedisTransport
 
 from .conftest import HANG_GUARD, Running, eventually, keys_by_partition, make_app, pending_ids
@@ -255,15 +256,17 @@ async def _partitions_with_entries(transport: RedisTransport, app: str, n: int) 
     return streams
 
 
+@pytest.mark.parametrize("count", [10, WATCHED_READ_COUNT], ids=["lua", "watched"])
 async def test_fenced_read_and_ack_only_on_partitions_we_hold(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
+    transport: RedisTransport, app_name: str, redis_client: redis.Redis, count: int
 ) -> None:
+    """Both fences: the Lua script (small reads) and WATCH + MULTI/EXEC (large reads)."""
     c = transport.coordination(app_name, STREAM, PROC)
     k0, k1, k2 = await _partitions_with_entries(transport, app_name, 3)
     assert await c.acquire("a", [0], 30_000) == {0}
     assert await c.acquire("b", [1], 30_000) == {1}  # partition 2: nobody's
 
-    result = await c.read("a", CONSUMER, {k0: b">", k1: b">", k2: b">"}, 10)
+    result = await c.read("a", CONSUMER, {k0: b">", k1: b">", k2: b">"}, count)
     assert result.lost == [k1, k2]
     assert [key for key, _ in result.entries] == [k0]
     assert [fields[b"n"] for _, fields in result.entries[0][1]] == [b"0", b"1", b"2"]
@@ -273,11 +276,11 @@ async def test_fenced_read_and_ack_only_on_partitions_we_hold(
     assert pending_ids(redis_client, k2, GROUP) == []
 
     # Nothing held at all: nothing read.
-    result = await c.read("a", CONSUMER, {k1: b">"}, 10)
+    result = await c.read("a", CONSUMER, {k1: b">"}, count)
     assert (result.entries, result.lost) == ([], [k1])
     assert pending_ids(redis_client, k1, GROUP) == []
 
-    result = await c.read("b", CONSUMER, {k1: b">"}, 10)
+    result = await c.read("b", CONSUMER, {k1: b">"}, count)
     assert result.lost == []
     ids1 = [xid for xid, _ in result.entries[0][1]]
     assert len(ids1) == 3
@@ -729,3 +732,36 @@ async def test_stop_while_joining_waits_for_no_admin_lock(
     assert redis_client.get(admin) == b"someone"
     assert membership(redis_client, app_name) == {}
     assert not e.runner.owned
+
+
+async def test_watched_read_is_refused_when_the_lock_changes_in_between(
+    transport: RedisTransport, app_name: str, redis_client: redis.Redis
+) -> None:
+    """The WATCH fence: a lock taken over between the check and the read (here, from
+    inside the check, as a stand-in for another process) means nothing is read."""
+    c = transport.coordination(app_name, STREAM, PROC)
+    [k0] = await _partitions_with_entries(transport, app_name, 1)
+    assert await c.acquire("a", [0], 30_000) == {0}
+    lock = c.lock_key(0)
+    real_mget = transport.redis.pipeline
+
+    def pipeline(*args, **kwargs):  # the next pipeline's MGET lets "b" steal the lock
+        pipe = real_mget(*args, **kwargs)
+        mget = pipe.mget
+
+        async def stealing_mget(*a, **k):
+            values = await mget(*a, **k)
+            redis_client.set(lock, "b")
+            return values
+
+        pipe.mget = stealing_mget
+        return pipe
+
+    transport.redis.pipeline = pipeline  # type: ignore[method-assign]
+    try:
+        result = await c.read("a", CONSUMER, {k0: b">"}, WATCHED_READ_COUNT)
+    finally:
+        del transport.redis.pipeline  # type: ignore[method-assign]
+    assert result.entries == [] and pending_ids(redis_client, k0, GROUP) == []
+    # Next time the check itself sees the lock is gone.
+    assert (await c.read("a", CONSUMER, {k0: b">"}, WATCHED_READ_COUNT)).lost == [k0]

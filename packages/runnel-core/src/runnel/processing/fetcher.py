@@ -144,14 +144,11 @@ class Fetcher:
                 await asyncio.sleep(0.5)
 
     async def _deliver(self, box: Inbox, entries: list) -> None:
-        trimmed = []
-        events = []
         partition = box.partition
-        for xid, fields in entries:
-            if fields is None:
-                trimmed.append(xid)
-            else:
-                events.append(Event(partition, xid, fields))
+        events = [Event(partition, xid, fields) for xid, fields in entries if fields is not None]
+        trimmed = (
+            [xid for xid, fields in entries if fields is None] if len(events) < len(entries) else []
+        )
         if box.position != NEW:
             box.position = entries[-1][0]
         else:
