@@ -44,6 +44,17 @@ class Serializer:
     def loads(self, value: bytes) -> Any:
         raise NotImplementedError
 
+    def dumps_record(self, record: Record) -> bytes:
+        """A whole record as bytes: its plain data (``dump_mode``) through :meth:`dumps`.
+
+        Override to skip the plain-data step when the format allows it (the JSON
+        serializer lets pydantic write JSON directly)."""
+        return self.dumps(record.model_dump(mode=self.dump_mode))
+
+    def loads_record(self, record: type[Record], data: bytes) -> Record:
+        """Bytes back into a ``record``: :meth:`loads`, then pydantic validation."""
+        return record.__pydantic_validator__.validate_python(self.loads(data))
+
     # Optional: serializers whose format depends on the record type or on stored schemas
     # (Avro) override these. The defaults suit self-describing formats (JSON, msgpack).
 

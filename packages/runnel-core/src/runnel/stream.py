@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from runnel.codecs.serializers import JSONSerializer
 from runnel.exceptions import DecodeError, Misconfigured, SchemaIncompatible
 from runnel.interfaces import Serializer
 from runnel.record import Record
@@ -66,6 +65,7 @@ class Stream:
             self.serializer = bind(record) if bind is not None else serializer
         self.hasher = hasher
         self._partitions: list[Partition] | None = None
+        self._keys: list[str] | None = None
         self._primitive = record.is_primitive()
         self._dump_mode = getattr(self.serializer, "dump_mode", "json")
         # Serializers with stored schemas (Avro) take part in preparing and reading.
@@ -122,46 +122,44 @@ class Stream:
         return self._encode(record)
 
     def _encoder(self) -> Callable[[Record], dict[bytes, Any]]:
-        """The fastest way to turn this stream's records into entries, chosen once."""
+        """How this stream's records become entries, chosen once."""
         if self._primitive:
             return lambda r: {k.encode(): _primitive_value(v) for k, v in r.__dict__.items()}
         serializer = self.serializer
         assert serializer is not None
-        compressor = serializer.compressor
-        if type(serializer) is JSONSerializer:
-            # pydantic writes the JSON itself: the same bytes as dumping to JSON-mode data
-            # and then to JSON, in one pass.
-            def data(r: Record) -> bytes:
-                return r.__pydantic_serializer__.to_json(r)
-        else:
+        data = getattr(serializer, "dumps_record", None)
+        if data is None:  # a duck-typed serializer with only dumps/loads
             dumps, mode = serializer.dumps, self._dump_mode
 
             def data(r: Record) -> bytes:
                 return dumps(r.model_dump(mode=mode))
 
+        compressor = serializer.compressor
         if compressor is None:
             return lambda r: {DATA: data(r)}
         compress = compressor.compress
         return lambda r: {DATA: compress(data(r))}
 
     def _decoder(self) -> Callable[[Fields], Record]:
-        """The fastest way to turn this stream's entries into records, chosen once."""
-        validator = self.record.__pydantic_validator__
+        """How this stream's entries become records, chosen once."""
+        record = self.record
         if self._primitive:
-            return lambda fields: validator.validate_python(
-                {k.decode(): v for k, v in fields.items()}
-            )
+            validate = record.__pydantic_validator__.validate_python
+            return lambda fields: validate({k.decode(): v for k, v in fields.items()})
         serializer = self.serializer
         assert serializer is not None
+        loads = getattr(serializer, "loads_record", None)
+        if loads is None:  # a duck-typed serializer with only dumps/loads
+            validate, plain = record.__pydantic_validator__.validate_python, serializer.loads
+
+            def loads(_: type[Record], data: bytes) -> Record:
+                return validate(plain(data))
+
         compressor = serializer.compressor
-        if type(serializer) is JSONSerializer and compressor is None:
-            # pydantic parses and validates JSON in one pass, without Python dicts between.
-            return lambda fields: validator.validate_json(fields[DATA])
-        loads = serializer.loads
         if compressor is None:
-            return lambda fields: validator.validate_python(loads(fields[DATA]))
+            return lambda fields: loads(record, fields[DATA])
         decompress = compressor.decompress
-        return lambda fields: validator.validate_python(loads(decompress(fields[DATA])))
+        return lambda fields: loads(record, decompress(fields[DATA]))
 
     def decode(self, fields: Fields) -> Record:
         """The record stored in an entry's fields; :class:`DecodeError` if it cannot be."""
@@ -222,7 +220,9 @@ class Stream:
         """Append records to their partitions in one round trip, all or none; return their ids."""
         if not records:
             return []
-        keys = [p.key for p in self.partitions]
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = [p.key for p in self.partitions]
         validate, number, encode = self.validate, self.partition_number, self._encode
         entries = []
         for value in records:

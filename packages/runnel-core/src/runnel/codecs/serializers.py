@@ -6,12 +6,15 @@ import datetime
 import decimal
 import enum
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import orjson
 
 from runnel.interfaces import Compressor, Serializer
+
+if TYPE_CHECKING:
+    from runnel.record import Record
 
 
 class JSONSerializer(Serializer):
@@ -27,6 +30,19 @@ class JSONSerializer(Serializer):
 
     def loads(self, value: bytes) -> Any:
         return orjson.loads(value)
+
+    # pydantic reads and writes JSON itself, in one pass and to the same bytes. A subclass
+    # with its own dumps/loads gets the general path, so its format is respected.
+
+    def dumps_record(self, record: Record) -> bytes:
+        if type(self).dumps is not JSONSerializer.dumps:
+            return super().dumps_record(record)
+        return record.__pydantic_serializer__.to_json(record)
+
+    def loads_record(self, record: type[Record], data: bytes) -> Record:
+        if type(self).loads is not JSONSerializer.loads:
+            return super().loads_record(record, data)
+        return record.__pydantic_validator__.validate_json(data)
 
     def __repr__(self) -> str:
         return f"JSONSerializer(compressor={self.compressor!r})"
