@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from runnel_redis.scripts import FENCED_ACK_MANY, FENCED_READ
+from runnel_redis.scripts import FENCED_ACK_MANY
 from tests.cluster.conftest import (
     LOCK_EXPIRY,
     TEST_CLIENT,
@@ -32,7 +32,6 @@ from tests.cluster.proxy import Proxy
 from tests.helpers import wait_for
 
 BATCH = 1500
-FENCED_READ_SHA = hashlib.sha1(FENCED_READ.encode()).hexdigest().encode()
 FENCED_ACK_SHA = hashlib.sha1(FENCED_ACK_MANY.encode()).hexdigest().encode()
 
 
@@ -181,7 +180,7 @@ def test_connection_dropped_with_a_read_reply_in_flight(cluster: Cluster, proxy:
     cluster.wait_settled(workers)
     cluster.send(3 * BATCH)
     wait_for(lambda: len(cluster.seen()) >= 100, 60, interval=0.01)
-    proxy.arm(FENCED_READ_SHA, reply_contains=b"data")  # only a reply carrying entries
+    proxy.arm(b"XREADGROUP", reply_contains=b"data")  # only a reply carrying entries
     wait_for(proxy.dropped.is_set, 30, interval=0.01)
     assert all(w.proc.poll() is None for w in workers)
 

@@ -20,7 +20,6 @@ from runnel import App, Record, Stream
 from runnel.processing.executor import Executor
 from runnel.processing.worker import Worker
 from runnel_redis import keys
-from runnel_redis.coordination import WATCHED_READ_COUNT
 from runnel_redis.transport import RedisTransport
 
 from .conftest import HANG_GUARD, Running, eventually, keys_by_partition, make_app, pending_ids
@@ -256,11 +255,10 @@ async def _partitions_with_entries(transport: RedisTransport, app: str, n: int) 
     return streams
 
 
-@pytest.mark.parametrize("count", [10, WATCHED_READ_COUNT], ids=["lua", "watched"])
+@pytest.mark.parametrize("count", [3, 100])
 async def test_fenced_read_and_ack_only_on_partitions_we_hold(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis, count: int
 ) -> None:
-    """Both fences: the Lua script (small reads) and WATCH + MULTI/EXEC (large reads)."""
     c = transport.coordination(app_name, STREAM, PROC)
     k0, k1, k2 = await _partitions_with_entries(transport, app_name, 3)
     assert await c.acquire("a", [0], 30_000) == {0}
@@ -734,34 +732,68 @@ async def test_stop_while_joining_waits_for_no_admin_lock(
     assert not e.runner.owned
 
 
-async def test_watched_read_is_refused_when_the_lock_changes_in_between(
+async def test_read_is_refused_when_a_lock_changes_between_check_and_read(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis
 ) -> None:
-    """The WATCH fence: a lock taken over between the check and the read (here, from
-    inside the check, as a stand-in for another process) means nothing is read."""
+    """The WATCH half of the fence: a lock taken over after the check (here by a command
+    slipped in right after it, as a stand-in for another process) and Redis refuses the
+    read; the next attempt's check sees the lock is gone."""
     c = transport.coordination(app_name, STREAM, PROC)
     [k0] = await _partitions_with_entries(transport, app_name, 1)
     assert await c.acquire("a", [0], 30_000) == {0}
     lock = c.lock_key(0)
-    real_mget = transport.redis.pipeline
+    exchanges: list[list] = []
+    real = c._pipelined
 
-    def pipeline(*args, **kwargs):  # the next pipeline's MGET lets "b" steal the lock
-        pipe = real_mget(*args, **kwargs)
-        mget = pipe.mget
+    async def stealing(commands: list) -> list:
+        if not exchanges:  # once: after the check, "b" takes the lock
+            commands = [*commands[:2], ("SET", lock, "b"), *commands[2:]]
+        replies = await real(commands)
+        exchanges.append(replies)
+        return replies
 
-        async def stealing_mget(*a, **k):
-            values = await mget(*a, **k)
-            redis_client.set(lock, "b")
-            return values
+    c._pipelined = stealing  # type: ignore[method-assign]
+    result = await c.read("a", CONSUMER, {k0: b">"}, 10)
+    assert exchanges[0][1] == [1]  # the check passed...
+    assert exchanges[0][-1] is None  # ...and Redis refused the read all the same
+    assert exchanges[1][1] == [0]  # the second attempt's check saw it
+    assert (result.entries, result.lost) == ([], [k0])
+    assert pending_ids(redis_client, k0, GROUP) == []
+    assert redis_client.get(lock) == b"b"
 
-        pipe.mget = stealing_mget
-        return pipe
 
-    transport.redis.pipeline = pipeline  # type: ignore[method-assign]
-    try:
-        result = await c.read("a", CONSUMER, {k0: b">"}, WATCHED_READ_COUNT)
-    finally:
-        del transport.redis.pipeline  # type: ignore[method-assign]
-    assert result.entries == [] and pending_ids(redis_client, k0, GROUP) == []
-    # Next time the check itself sees the lock is gone.
-    assert (await c.read("a", CONSUMER, {k0: b">"}, WATCHED_READ_COUNT)).lost == [k0]
+async def test_read_leaves_other_locks_as_they_were(
+    transport: RedisTransport, app_name: str, redis_client: redis.Redis
+) -> None:
+    """The check touches locks that are not ours only so that Redis refuses the read: a
+    lock held by another keeps its holder and its expiry, a free one stays free, and
+    neither partition has anything delivered."""
+    c = transport.coordination(app_name, STREAM, PROC)
+    k0, k1, k2 = await _partitions_with_entries(transport, app_name, 3)
+    assert await c.acquire("a", [0], 30_000) == {0}
+    assert await c.acquire("b", [1], 30_000) == {1}
+    for others in ({k1: b">"}, {k2: b">"}, {k1: b">", k2: b">"}):
+        result = await c.read("a", CONSUMER, {k0: b"0", **others}, 10)
+        assert result.lost == list(others)
+        assert [key for key, _ in result.entries] == [k0]
+    assert redis_client.get(c.lock_key(1)) == b"b"
+    assert 29_000 < redis_client.pttl(c.lock_key(1)) <= 30_000
+    assert not redis_client.exists(c.lock_key(2))
+    assert pending_ids(redis_client, k1, GROUP) == []
+    assert pending_ids(redis_client, k2, GROUP) == []
+
+
+async def test_read_errors_are_raised(
+    transport: RedisTransport, app_name: str, redis_client: redis.Redis
+) -> None:
+    """A partition without its consumer group: the error inside the transaction is
+    raised (the fetcher retries), and reading works again once the group is there."""
+    c = transport.coordination(app_name, STREAM, PROC)
+    assert await c.acquire("a", [0], 30_000) == {0}
+    key = stream_key(app_name, 0)
+    redis_client.xadd(key, {"n": "0"})  # a stream, but no group
+    with pytest.raises(redis.ResponseError, match="NOGROUP"):
+        await c.read("a", CONSUMER, {key: b">"}, 10)
+    await transport.ensure_group([key], GROUP)
+    result = await c.read("a", CONSUMER, {key: b">"}, 10)
+    assert [len(entries) for _, entries in result.entries] == [1]

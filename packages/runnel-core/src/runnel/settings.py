@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     timezone: str = "UTC"
     leadership_poll_interval: int = Field(4000, gt=0, description="milliseconds")
     testing: bool = False
+    gc_freeze: bool = Field(True, description="see runnel.processing.worker.frozen_heap")
 
     # Stream defaults.
     default_partition_count: int = Field(16, gt=0)

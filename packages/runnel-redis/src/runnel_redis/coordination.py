@@ -10,8 +10,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.exceptions import WatchError
 
 from runnel.coordination import Coordination, Leadership, Members, ReadResult
 from runnel_redis import keys, scripts
@@ -33,7 +33,6 @@ class RedisCoordination(Coordination):
         self._acquire = client.register_script(scripts.ACQUIRE)
         self._release = client.register_script(scripts.RELEASE)
         self._beat = client.register_script(scripts.BEAT)
-        self._read = client.register_script(scripts.FENCED_READ)
         self._ack_many = client.register_script(scripts.FENCED_ACK_MANY)
         self._locks: dict[str, str] = {}
 
@@ -148,45 +147,98 @@ class RedisCoordination(Coordination):
     async def read(
         self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
     ) -> ReadResult:
-        if count >= WATCHED_READ_COUNT:
-            return await self._watched_read(owner, consumer, positions, count)
-        streams = list(positions)
-        locks = [self._lock_for_stream(s) for s in streams]
-        reply = await self._read(
-            keys=[*locks, *streams], args=[owner, self.group, consumer, count, *positions.values()]
-        )
-        held, replies = reply
-        result = ReadResult(lost=[s for s, ok in zip(streams, held, strict=True) if not ok])
-        return _add_entries(result, replies)
+        """Read the partitions whose lock we hold, in one round trip:
 
-    async def _watched_read(
-        self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
-    ) -> ReadResult:
-        """The same fenced read without passing the entries through Lua: WATCH the locks,
-        check them, then read in MULTI/EXEC, which Redis refuses to run if a watched lock
-        changed or expired since the check. Two more round trips, but for large reads far
-        cheaper than the Lua script, whose reply conversion costs Redis about twice the
-        read itself."""
-        streams = list(positions)
-        locks = [self._lock_for_stream(s) for s in streams]
-        mine = owner.encode()
-        for _ in range(3):
-            async with self.redis.pipeline(transaction=True) as pipe:
-                await pipe.watch(*locks)
-                values = await pipe.mget(locks)
-                held = [v == mine for v in values]
-                lost = [s for s, ok in zip(streams, held, strict=True) if not ok]
-                reading = {s: positions[s] for s, ok in zip(streams, held, strict=True) if ok}
-                if not reading:
-                    return ReadResult(lost=lost)
-                pipe.multi()
-                pipe.xreadgroup(self.group, consumer, reading, count=count)  # type: ignore[arg-type]
+        ``WATCH locks; EVAL CHECK_LOCKS; MULTI; XREADGROUP ...; EXEC``
+
+        The check runs after the WATCH, and touches any lock another executor holds, so
+        Redis runs the read only if every lock was ours or nobody's at the check and none
+        changed since. The entries never pass through Lua (converting a large XREADGROUP
+        reply to Lua and back costs Redis twice the read itself), and nothing waits on a
+        reply before sending the next command. A refused transaction (a lost lock, or our
+        own heartbeat renewing a lock in between) is tried again without the lost ones.
+        """
+        result = ReadResult()
+        reading = dict(positions)
+        for _ in range(READ_ATTEMPTS):
+            if not reading:
+                break
+            streams = list(reading)
+            locks = [self._lock_for_stream(s) for s in streams]
+            held, reply = await self._checked_read(owner, consumer, locks, reading, count)
+            lost = [s for s, ok in zip(streams, held, strict=True) if not ok]
+            result.lost += lost
+            if reply is not None:
+                return _add_entries(result, reply, skip=lost)
+            for stream in lost:
+                del reading[stream]
+        return result  # the fetcher reads again
+
+    async def _checked_read(
+        self,
+        owner: str,
+        consumer: str,
+        locks: list[str],
+        positions: Mapping[str, bytes],
+        count: int,
+    ) -> tuple[list[int], Any]:
+        """The held flags, and XREADGROUP's reply (None when Redis refused the EXEC).
+
+        Any error reply means the read may have run unfenced or not at all, so it is
+        raised: the fetcher then reads the partitions' pending entries again, through
+        the fence."""
+        replies = await self._pipelined(
+            [
+                ("WATCH", *locks),
+                ("EVAL", scripts.CHECK_LOCKS, len(locks), *locks, owner),
+                ("MULTI",),
+                (
+                    "XREADGROUP",
+                    "GROUP",
+                    self.group,
+                    consumer,
+                    "COUNT",
+                    count,
+                    "STREAMS",
+                    *positions,
+                    *positions.values(),
+                ),
+                ("EXEC",),
+            ]
+        )
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        held, executed = replies[1], replies[-1]
+        if executed is None:
+            return held, None
+        [reply] = executed
+        if isinstance(reply, Exception):  # e.g. NOGROUP, raised inside the transaction
+            raise reply
+        return held, reply
+
+    async def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` in one write on a pooled connection and read every reply, an
+        error reply as its exception. A connection left in doubt (an error reply, which
+        may leave it WATCHing; a broken or cancelled exchange) is closed rather than
+        handed back as it is."""
+        pool = self.redis.connection_pool
+        conn = await pool.get_connection()
+        clean = False
+        try:
+            await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            replies: list[Any] = []
+            for _ in commands:
                 try:
-                    [replies] = await pipe.execute()
-                except WatchError:
-                    continue  # a lock changed meanwhile (most likely our heartbeat): again
-            return _add_entries(ReadResult(lost=lost), replies)
-        return ReadResult()  # the fetcher reads again
+                    replies.append(await conn.read_response())
+                except ResponseError as exc:
+                    replies.append(exc)
+            clean = not any(isinstance(r, Exception) for r in replies)
+            return replies
+        finally:
+            if not clean:
+                await conn.disconnect()
+            await pool.release(conn)
 
     async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
         streams = list(ids)
@@ -221,15 +273,17 @@ def _parse_members(raw: Any) -> Members:
     return data if isinstance(data, dict) else {}
 
 
-WATCHED_READ_COUNT = 32
-"""Reads of at least this many entries per partition use the WATCH/MULTI fence."""
+READ_ATTEMPTS = 3
+"""Reads refused by Redis in a row before the fetcher is left to try again."""
 
 
-def _add_entries(result: ReadResult, replies: Any) -> ReadResult:
+def _add_entries(result: ReadResult, replies: Any, skip: Sequence[str] = ()) -> ReadResult:
     # RESP3 replies are a map, RESP2 replies a list of pairs.
     pairs = replies.items() if isinstance(replies, dict) else replies or []
     for raw_key, raw_entries in pairs:
         key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+        if key in skip:
+            continue  # read while nobody held its lock: left pending for the next owner
         result.entries.append(
             (
                 key,

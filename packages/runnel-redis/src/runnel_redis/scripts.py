@@ -46,31 +46,36 @@ end
 return out
 """
 
-# KEYS: n locks then the n partition streams. ARGV: owner, group, consumer, count,
-# then n read positions. Reads (never blocking), in one XREADGROUP, only the partitions
-# whose lock we hold. Returns {held, reply}: held[i] is 1 or 0 for the i-th partition,
-# reply is XREADGROUP's own reply for the held ones (or false if none was held).
-FENCED_READ = """
-local n = #KEYS / 2
+# KEYS: partition locks. ARGV: owner. Returns held[i] = 1 or 0 per lock. Runs between
+# WATCH on the locks and the MULTI/EXEC that reads their partitions (see
+# RedisCoordination.read). Every lock that is not ours is touched, so that Redis refuses
+# the transaction: one another executor holds gets its expiry set again to what is left
+# of it (value kept); a free one is set and deleted again. If Redis is out of memory and
+# refuses that SET, the read of a free partition goes ahead: harmless, as what it
+# delivers stays pending in the group, and whoever takes the partition next reads its
+# pending entries first (the reply reports it lost, and its entries are dropped).
+CHECK_LOCKS = """
 local held = {}
-local streams = {}
-local ids = {}
-for i = 1, n do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
+for i, lock in ipairs(KEYS) do
+  local holder = redis.call('GET', lock)
+  if holder == ARGV[1] then
     held[i] = 1
-    streams[#streams + 1] = KEYS[n + i]
-    ids[#ids + 1] = ARGV[4 + i]
   else
     held[i] = 0
+    if holder then
+      local left = redis.call('PTTL', lock)
+      if left > 0 then
+        redis.call('PEXPIRE', lock, left)
+      else
+        redis.call('SET', lock, holder, 'KEEPTTL')
+      end
+    else
+      redis.pcall('SET', lock, '')
+      redis.call('DEL', lock)
+    end
   end
 end
-if #streams == 0 then
-  return {held, false}
-end
-local args = {'XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4], 'STREAMS'}
-for _, s in ipairs(streams) do args[#args + 1] = s end
-for _, id in ipairs(ids) do args[#args + 1] = id end
-return {held, redis.call(unpack(args))}
+return held
 """
 
 # KEYS: n locks, then their n streams. ARGV: owner, group, then per stream its ids joined

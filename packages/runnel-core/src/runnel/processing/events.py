@@ -68,9 +68,10 @@ class Events:
     def take(self, n: int, within: float) -> Batches:
         if n < 1 or within < 0:
             raise ValueError("take(n, within) needs n >= 1 and within >= 0")
-        # Room for a whole batch, so full batches can form without waiting on `within`.
+        # Room for two whole batches: full batches form without waiting on `within`, and
+        # the next one is being read while this one is processed.
         inbox = self._consumer.inbox
-        inbox.capacity = max(inbox.capacity, n)
+        inbox.capacity = max(inbox.capacity, 2 * n)
         return Batches(self, n, within)
 
     # The pipeline.

@@ -29,8 +29,7 @@ class Runner:
         self.executor = executor
         self.inboxes: dict[str, Inbox] = {}
         self.consumers: dict[int, tuple[Consumer, asyncio.Task[None]]] = {}
-        self.wake = asyncio.Event()
-        self.fetcher = Fetcher(executor, self.inboxes, self.wake)
+        self.fetcher = Fetcher(executor, self.inboxes)
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._stop = asyncio.Event()
@@ -71,12 +70,12 @@ class Runner:
         for p in partitions:
             if p.number in self.consumers:
                 continue
-            inbox = Inbox(p, processor.prefetch_count, self.wake)
+            inbox = Inbox(p, processor.prefetch_count, self.fetcher.wake_for(p))
             consumer = Consumer(self.executor, p, inbox)
             self.inboxes[p.key] = inbox
             task = self._group.create_task(consumer.run(), name=f"consumer-{p.number}")
             self.consumers[p.number] = (consumer, task)
-        self.wake.set()
+        self.fetcher.look_again()
 
     async def revoke(self, numbers: list[int], graceful: bool = True) -> None:
         """Stop consuming these partitions: in-flight iterations finish (within the grace
