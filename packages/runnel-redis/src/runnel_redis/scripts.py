@@ -117,3 +117,35 @@ elseif holder == ARGV[1] then
 end
 return 0
 """
+
+# KEYS: the partition streams a batch goes to. ARGV[1]: MAXLEN (empty: no trimming), then
+# per entry: the index of its stream in KEYS, its number of fields, then its fields and
+# values. Appends every entry, in order, and returns their ids; or, if any key holds
+# something other than a stream, appends none. (Redis refuses a script's first write
+# when it is out of memory, and then nothing is written either.)
+APPEND = """
+for _, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'stream' and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a stream')
+  end
+end
+local head = {'XADD', '', '*'}
+if ARGV[1] ~= '' then
+  head = {'XADD', '', 'MAXLEN', '~', ARGV[1], '*'}
+end
+local ids = {}
+local i = 2
+local last = #ARGV
+while i <= last do
+  local args = {unpack(head)}
+  args[2] = KEYS[tonumber(ARGV[i])]
+  local stop = i + 1 + 2 * tonumber(ARGV[i + 1])
+  for j = i + 2, stop do
+    args[#args + 1] = ARGV[j]
+  end
+  ids[#ids + 1] = redis.call(unpack(args))
+  i = stop + 1
+end
+return ids
+"""

@@ -11,7 +11,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from runnel.transport import Entry, Fields, Transport
-from runnel_redis import keys
+from runnel_redis import keys, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.schemas import RedisSchemaStore
 
@@ -33,6 +33,7 @@ class RedisTransport(Transport):
         for name in _RAW_REPLIES:
             self.redis.response_callbacks.pop(name, None)
         self._names: dict[bytes, str] = {}
+        self._append = self.redis.register_script(scripts.APPEND)
 
     def __repr__(self) -> str:
         return f"<RedisTransport {self.redis.connection_pool!r}>"
@@ -46,11 +47,19 @@ class RedisTransport(Transport):
         if len(entries) == 1:
             key, fields = entries[0]
             return [await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)]  # type: ignore[arg-type]
-        # MULTI/EXEC: a batch is appended whole or not at all.
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for key, fields in entries:
-                pipe.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
-            return await pipe.execute()
+        # One script: a batch is appended whole or not at all, in one command and one
+        # reply (MULTI/EXEC answers every XADD twice, and reading those replies one by
+        # one was most of the time a send took).
+        streams: dict[str, int] = {}
+        args: list[Any] = [maxlen if maxlen is not None else ""]
+        for key, fields in entries:
+            index = streams.get(key)
+            if index is None:
+                index = streams[key] = len(streams) + 1
+            args += (index, len(fields))
+            for item in fields.items():
+                args += item
+        return await self._append(keys=list(streams), args=args)
 
     async def ensure_group(self, keys: Sequence[str], group: str) -> None:
         for key in keys:
