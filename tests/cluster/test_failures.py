@@ -9,7 +9,6 @@ live worker that holds its lock.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 import time
@@ -18,7 +17,6 @@ from urllib.parse import urlparse
 
 import pytest
 
-from runnel_redis.scripts import FENCED_ACK_MANY
 from tests.cluster.conftest import (
     LOCK_EXPIRY,
     TEST_CLIENT,
@@ -32,7 +30,6 @@ from tests.cluster.proxy import Proxy
 from tests.helpers import wait_for
 
 BATCH = 1500
-FENCED_ACK_SHA = hashlib.sha1(FENCED_ACK_MANY.encode()).hexdigest().encode()
 
 
 def worked_on(cluster: Cluster, pid: int, since: int) -> set[int]:
@@ -255,7 +252,7 @@ def test_acknowledgement_lost_before_going_idle_is_sent_again(
     cluster.wait_all_seen()
     wait_for(lambda: cluster.total_pending() == 0, 30)
 
-    proxy.arm(FENCED_ACK_SHA, drop_request=True)  # the next XACK never reaches Redis
+    proxy.arm(b"XACK", drop_request=True)  # the next XACK never reaches Redis
     cluster.send(1)  # processed, then acknowledged as its partition goes idle
     wait_for(proxy.dropped.is_set, 30, interval=0.01)
     cluster.wait_all_seen()

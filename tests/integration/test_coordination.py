@@ -19,7 +19,7 @@ import redis
 from runnel import App, Record, Stream
 from runnel.processing.executor import Executor
 from runnel.processing.worker import Worker
-from runnel_redis import keys
+from runnel_redis import keys, resp
 from runnel_redis.transport import RedisTransport
 
 from .conftest import HANG_GUARD, Running, eventually, keys_by_partition, make_app, pending_ids
@@ -743,16 +743,18 @@ async def test_read_is_refused_when_a_lock_changes_between_check_and_read(
     assert await c.acquire("a", [0], 30_000) == {0}
     lock = c.lock_key(0)
     exchanges: list[list] = []
-    real = c._pipelined
+    real = c._exchange
+    multi = resp.command("MULTI")
 
-    async def stealing(commands: list) -> list:
+    async def stealing(packed: bytes, replies: int) -> list:
         if not exchanges:  # once: after the check, "b" takes the lock
-            commands = [*commands[:2], ("SET", lock, "b"), *commands[2:]]
-        replies = await real(commands)
-        exchanges.append(replies)
-        return replies
+            packed = packed.replace(multi, resp.command("SET", lock, "b") + multi, 1)
+            replies += 1
+        got = await real(packed, replies)
+        exchanges.append(got)
+        return got
 
-    c._pipelined = stealing  # type: ignore[method-assign]
+    c._exchange = stealing  # type: ignore[method-assign]
     result = await c.read("a", CONSUMER, {k0: b">"}, 10)
     assert exchanges[0][1] == [1]  # the check passed...
     assert exchanges[0][-1] is None  # ...and Redis refused the read all the same

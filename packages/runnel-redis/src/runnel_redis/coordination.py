@@ -10,11 +10,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.coordination import Coordination, Leadership, Members, ReadResult
-from runnel_redis import keys, scripts
+from runnel_redis import keys, resp, scripts
 
 ADMIN_TTL_MS = 10_000
 ADMIN_WAIT = 0.05
@@ -33,7 +32,6 @@ class RedisCoordination(Coordination):
         self._acquire = client.register_script(scripts.ACQUIRE)
         self._release = client.register_script(scripts.RELEASE)
         self._beat = client.register_script(scripts.BEAT)
-        self._ack_many = client.register_script(scripts.FENCED_ACK_MANY)
         self._locks: dict[str, str] = {}
 
     def lock_key(self, number: int) -> str:
@@ -187,25 +185,26 @@ class RedisCoordination(Coordination):
         Any error reply means the read may have run unfenced or not at all, so it is
         raised: the fetcher then reads the partitions' pending entries again, through
         the fence."""
-        replies = await self._pipelined(
-            [
-                ("WATCH", *locks),
-                ("EVAL", scripts.CHECK_LOCKS, len(locks), *locks, owner),
-                ("MULTI",),
-                (
-                    "XREADGROUP",
-                    "GROUP",
-                    self.group,
-                    consumer,
-                    "COUNT",
-                    count,
-                    "STREAMS",
-                    *positions,
-                    *positions.values(),
-                ),
-                ("EXEC",),
-            ]
+        packed = (
+            resp.command("WATCH", *locks)
+            + resp.header(4 + len(locks))
+            + _EVAL_CHECK_LOCKS
+            + resp.arguments((len(locks), *locks, owner))
+            + _MULTI
+            + resp.command(
+                "XREADGROUP",
+                "GROUP",
+                self.group,
+                consumer,
+                "COUNT",
+                count,
+                "STREAMS",
+                *positions,
+                *positions.values(),
+            )
+            + _EXEC
         )
+        replies = await self._exchange(packed, 5)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
@@ -217,34 +216,23 @@ class RedisCoordination(Coordination):
             raise reply
         return held, reply
 
-    async def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send ``commands`` in one write on a pooled connection and read every reply, an
-        error reply as its exception. A connection left in doubt (an error reply, which
-        may leave it WATCHing; a broken or cancelled exchange) is closed rather than
-        handed back as it is."""
-        pool = self.redis.connection_pool
-        conn = await pool.get_connection()
-        clean = False
-        try:
-            await conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(await conn.read_response())
-                except ResponseError as exc:
-                    replies.append(exc)
-            clean = not any(isinstance(r, Exception) for r in replies)
-            return replies
-        finally:
-            if not clean:
-                await conn.disconnect()
-            await pool.release(conn)
+    async def _exchange(self, packed: bytes, replies: int) -> list[Any]:
+        return await resp.exchange(self.redis, packed, replies)
 
     async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
+        """Acknowledge on the partitions whose lock we hold (FENCED_ACK_MANY), in one
+        command; the partitions we no longer hold."""
         streams = list(ids)
         locks = [self._lock_for_stream(s) for s in streams]
-        joined = [b" ".join(xids) for xids in ids.values()]
-        lost = await self._ack_many(keys=[*locks, *streams], args=[owner, self.group, *joined])
+        packed = (
+            resp.header(5 + 3 * len(streams))
+            + _EVAL_FENCED_ACK_MANY
+            + resp.arguments((2 * len(streams), *locks, *streams, owner, self.group))
+            + resp.arguments(b" ".join(xids) for xids in ids.values())
+        )
+        [lost] = await self._exchange(packed, 1)
+        if isinstance(lost, Exception):
+            raise lost
         return [streams[i - 1] for i in lost]
 
 
@@ -272,6 +260,11 @@ def _parse_members(raw: Any) -> Members:
     data = json.loads(raw)
     return data if isinstance(data, dict) else {}
 
+
+_EVAL_CHECK_LOCKS = resp.arguments(("EVAL", scripts.CHECK_LOCKS))
+_EVAL_FENCED_ACK_MANY = resp.arguments(("EVAL", scripts.FENCED_ACK_MANY))
+_MULTI = resp.command("MULTI")
+_EXEC = resp.command("EXEC")
 
 READ_ATTEMPTS = 3
 """Reads refused by Redis in a row before the fetcher is left to try again."""

@@ -11,13 +11,15 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from runnel.transport import Entry, Fields, Transport
-from runnel_redis import keys, scripts
+from runnel_redis import keys, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.schemas import RedisSchemaStore
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
 _RAW_REPLIES = ("XREADGROUP", "XAUTOCLAIM", "XREAD")
+
+_EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 
 
 class RedisTransport(Transport):
@@ -33,7 +35,6 @@ class RedisTransport(Transport):
         for name in _RAW_REPLIES:
             self.redis.response_callbacks.pop(name, None)
         self._names: dict[bytes, str] = {}
-        self._append = self.redis.register_script(scripts.APPEND)
 
     def __repr__(self) -> str:
         return f"<RedisTransport {self.redis.connection_pool!r}>"
@@ -51,7 +52,7 @@ class RedisTransport(Transport):
         # reply (MULTI/EXEC answers every XADD twice, and reading those replies one by
         # one was most of the time a send took).
         streams: dict[str, int] = {}
-        args: list[Any] = [maxlen if maxlen is not None else ""]
+        args: list[Any] = [maxlen if maxlen is not None else b""]
         for key, fields in entries:
             index = streams.get(key)
             if index is None:
@@ -59,7 +60,16 @@ class RedisTransport(Transport):
             args += (index, len(fields))
             for item in fields.items():
                 args += item
-        return await self._append(keys=list(streams), args=args)
+        packed = (
+            resp.header(3 + len(streams) + len(args))
+            + _EVAL_APPEND
+            + resp.arguments((len(streams), *streams))
+            + resp.arguments(args)
+        )
+        [ids] = await resp.exchange(self.redis, packed, 1)
+        if isinstance(ids, Exception):
+            raise ids
+        return ids
 
     async def ensure_group(self, keys: Sequence[str], group: str) -> None:
         for key in keys:

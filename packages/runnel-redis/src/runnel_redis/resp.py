@@ -1,0 +1,64 @@
+"""RESP, Redis's wire format, for the commands of the hot path, which we pack ourselves.
+
+redis-py's general packer checks and converts every argument on every call, scripts of a
+kilobyte included; a worker sends the same few commands thousands of times a second, so
+their constant parts are packed once (:func:`arguments`) and joined to what changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+Arg = bytes | str | int
+
+
+def command(*args: Arg) -> bytes:
+    """One whole command."""
+    return header(len(args)) + arguments(args)
+
+
+def header(count: int) -> bytes:
+    """The start of a command of ``count`` arguments, to be followed by them."""
+    return b"*%d\r\n" % count
+
+
+def arguments(args: Iterable[Arg]) -> bytes:
+    """Arguments packed in a row: part of a command, after its header."""
+    out = []
+    for arg in args:
+        if isinstance(arg, str):
+            arg = arg.encode()
+        elif isinstance(arg, int):
+            arg = b"%d" % arg
+        out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+    return b"".join(out)
+
+
+async def exchange(client: aioredis.Redis, packed: bytes, replies: int) -> list[Any]:
+    """Send packed commands in one write on one of the client's pooled connections and
+    read their ``replies``, an error reply as its exception.
+
+    A connection left in doubt (after an error reply, which may leave it WATCHing keys,
+    or a broken or cancelled exchange) is closed rather than handed back as it is.
+    """
+    pool = client.connection_pool
+    conn = await pool.get_connection()
+    clean = False
+    try:
+        await conn.send_packed_command(packed, check_health=False)
+        got: list[Any] = []
+        for _ in range(replies):
+            try:
+                got.append(await conn.read_response())
+            except ResponseError as exc:
+                got.append(exc)
+        clean = not any(isinstance(reply, Exception) for reply in got)
+        return got
+    finally:
+        if not clean:
+            await conn.disconnect()
+        await pool.release(conn)

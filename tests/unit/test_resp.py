@@ -1,0 +1,28 @@
+"""Our RESP packing says what redis-py's general packer says."""
+
+from __future__ import annotations
+
+import pytest
+from redis.connection import Connection
+
+from runnel_redis import resp
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EXEC",),
+        ("WATCH", "__lock:a.s.p.0", "__lock:a.s.p.1"),
+        ("XREADGROUP", "GROUP", "p", "c", "COUNT", 100, "STREAMS", "k", b"0-0"),
+        ("EVAL", "return 'é'\r\n", 0, "ünïcode", b"\x00\xff binary", b"", -7),
+        ("SET", "k", b"x" * 100_000),
+    ],
+)
+def test_packs_as_redis_py_does(args: tuple) -> None:
+    assert resp.command(*args) == b"".join(Connection().pack_command(*args))
+
+
+def test_a_command_from_parts() -> None:
+    whole = resp.command("EVAL", "script", 2, "k1", "k2", "owner")
+    parts = resp.header(6) + resp.arguments(("EVAL", "script")) + resp.arguments((2, "k1"))
+    assert parts + resp.arguments(["k2", "owner"]) == whole
