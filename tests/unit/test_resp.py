@@ -16,6 +16,8 @@ from runnel_redis import resp
         ("XREADGROUP", "GROUP", "p", "c", "COUNT", 100, "STREAMS", "k", b"0-0"),
         ("EVAL", "return 'é'\r\n", 0, "ünïcode", b"\x00\xff binary", b"", -7),
         ("SET", "k", b"x" * 100_000),
+        ("XADD", "k", "*", "x", 1.5, "y", -0.1, "z", 1e300, "big", 2**70),
+        ("SET", memoryview(b"k"), bytearray(b"v")),
     ],
 )
 def test_packs_as_redis_py_does(args: tuple) -> None:
@@ -26,3 +28,9 @@ def test_a_command_from_parts() -> None:
     whole = resp.command("EVAL", "script", 2, "k1", "k2", "owner")
     parts = resp.header(6) + resp.arguments(("EVAL", "script")) + resp.arguments((2, "k1"))
     assert parts + resp.arguments(["k2", "owner"]) == whole
+
+
+@pytest.mark.parametrize("arg", [True, None, 1j, [b"a"]])
+def test_other_values_are_refused(arg: object) -> None:
+    with pytest.raises(TypeError, match="cannot send"):
+        resp.command("SET", "k", arg)  # type: ignore[arg-type]

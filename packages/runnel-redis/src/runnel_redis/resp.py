@@ -13,7 +13,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-Arg = bytes | str | int
+Arg = bytes | str | int | float
 
 
 def command(*args: Arg) -> bytes:
@@ -32,10 +32,22 @@ def arguments(args: Iterable[Arg]) -> bytes:
     for arg in args:
         if isinstance(arg, str):
             arg = arg.encode()
-        elif isinstance(arg, int):
-            arg = b"%d" % arg
+        elif not isinstance(arg, bytes):
+            arg = _other(arg)
         out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
     return b"".join(out)
+
+
+def _other(arg: object) -> bytes:
+    # As redis-py encodes them: ints in decimal, floats by repr; bools are refused (is
+    # True 1, or "True"?), like anything else.
+    if isinstance(arg, bool) or not isinstance(arg, int | float | memoryview | bytearray):
+        raise TypeError(f"cannot send a {type(arg).__name__} to Redis: {arg!r}")
+    if isinstance(arg, int):
+        return b"%d" % arg
+    if isinstance(arg, float):
+        return repr(arg).encode()
+    return bytes(arg)
 
 
 async def exchange(client: aioredis.Redis, packed: bytes, replies: int) -> list[Any]:
