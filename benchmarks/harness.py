@@ -93,9 +93,11 @@ def drain(
     """
     group = f"{side}-{group}"  # each side a group of its own on the same entries
     args = ["drain", "--url", url, "--stream", stream, "--group", group, "--batch", str(batch)]
+    redis_cpu = RedisCpu(url)
     procs = [Proc(side, *args) for _ in range(processes)]
     try:
         peak = wait_drained(url, stream, group, procs)
+        server_share = redis_cpu.share()
         results = [proc.stop() for proc in procs]
     finally:
         for proc in procs:
@@ -112,7 +114,30 @@ def drain(
         "seconds": elapsed,
         "peak_rss_mb": peak,
         "per_process": [r["events"] for r in results],
+        "cpu": [r["cpu"] for r in results],
+        "redis_cpu": server_share,
     }
+
+
+class RedisCpu:
+    """The share of a core redis-server used from now to :meth:`share` (its own count,
+    ``INFO cpu``): with the workers' own shares, where a machine's cores went."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.start = time.monotonic(), self._used()
+
+    def _used(self) -> float:
+        client = redis.Redis.from_url(self.url)
+        try:
+            info = client.info("cpu")
+        finally:
+            client.close()
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    def share(self) -> float:
+        began, used = self.start
+        return (self._used() - used) / (time.monotonic() - began)
 
 
 def alternate(

@@ -3,6 +3,8 @@ two in the same processor group (per event, empty processor), and the plain loop
 and two processes in one consumer group. The two workers start together and share the
 partitions out as they join, and that is in the figure. The machine has 2 cores, which
 the redis-server shares with the workers: two processes cannot double the rate here.
+Each run prints the share of a core every process used (redis-server's counted from
+the start of the run), which tells whether the cores were the limit.
 """
 
 from __future__ import annotations
@@ -22,9 +24,20 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
 
     def drain(side: str, processes: int):  # type: ignore[no-untyped-def]
         batch = 1 if side == "runnel" else 8
-        return lambda n: harness.drain(
-            url, BACKLOG, side, f"scale{processes}-{n}", batch, total, processes
-        )["rate"]
+
+        def run(n: int) -> float:
+            got = harness.drain(
+                url, BACKLOG, side, f"scale{processes}-{n}", batch, total, processes
+            )
+            cpu = " + ".join(f"{share:.0%}" for share in got["cpu"])
+            print(
+                f"    {side} x{processes}: {got['rate'] / 1000:,.1f}k/s, CPU: "
+                f"processes {cpu}, redis-server {got['redis_cpu']:.0%} (of one core each)",
+                flush=True,
+            )
+            return got["rate"]
+
+        return run
 
     # One round runs all four, so a busy spell of the machine hits 1 and 2 processes alike.
     got = harness.alternate(

@@ -23,22 +23,28 @@ class Tally:
         self.untimed = 0
         self.first = 0.0
         self.last = 0.0
+        self.cpu_first = 0.0
 
     def add(self, n: int) -> None:
         self.last = now()
         if not self.count:
             self.first, self.untimed = self.last, n
+            self.cpu_first = time.process_time()
         self.count += n
 
     def rate(self) -> float:
         return (self.count - self.untimed) / (self.last - self.first)
 
     def result(self) -> dict[str, float]:
+        """What was counted, and the share of a core this process used from the first
+        event to now (the end of the run; idle once the last event was done)."""
+        busy = time.process_time() - self.cpu_first if self.count else 0.0
         return {
             "events": self.count,
             "untimed": self.untimed,
             "first": self.first,
             "last": self.last,
+            "cpu": busy / (now() - self.first) if self.count else 0.0,
         }
 
 
