@@ -158,3 +158,40 @@ async def test_an_event_whose_iteration_returned_is_acknowledged(
         assert await running.stop() == 0
     assert second == [4]
     assert pending_ids(redis_client, pings.partitions[0].key, "proc") == []
+
+
+async def test_a_stop_acknowledges_everything_through_failing_sends(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    """Redis refuses acknowledgements for a moment just as the worker stops: the stop
+    keeps trying (within the grace period) instead of leaving finished events pending."""
+    app = make_app(app_name, redis_url)
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=3)
+    seen: list[tuple[str, bytes]] = []
+
+    @app.processor(pings, name="proc")
+    async def proc(events):
+        async for event in events:
+            await asyncio.sleep(0.001)
+            seen.append((event.partition.key, event.xid))
+
+    await pings.send(*[Ping(key=f"k{i % 5}", n=i) for i in range(300)])
+    async with Running(app) as running:
+        await running.until(lambda: len(seen) >= 30, "some events were processed")
+        coordination = running.worker.executors[0].coordination
+        real_ack = coordination.ack
+        failures = []
+
+        async def flaky_ack(owner, ids):  # type: ignore[no-untyped-def]
+            if len(failures) < 4:
+                failures.append(ids)
+                raise redis.ConnectionError("Redis went away for a moment")
+            return await real_ack(owner, ids)
+
+        coordination.ack = flaky_ack  # type: ignore[method-assign]
+        assert await running.stop() == 0
+    assert len(failures) == 4
+    pending = {
+        (key, xid) for key, ids in all_pending(redis_client, pings, "proc").items() for xid in ids
+    }
+    assert seen and not pending & set(seen)

@@ -60,8 +60,10 @@ class Acks:
         if not self._sending:
             self._idle.set()
 
-    async def flush(self) -> bool:
-        """Send what is recorded now; False if it could not be acknowledged (yet, or ever)."""
+    async def flush(self) -> bool | None:
+        """Send what is recorded now: True once acknowledged, False if the partition is
+        lost (its new owner processes these again), None if the send failed and the ids
+        are kept for another try."""
         if not self.ids:
             return True
         ids = self.take()
@@ -76,7 +78,7 @@ class Acks:
             log.warning(
                 "acknowledging %d events on %s failed, will retry: %r", len(ids), self.key, exc
             )
-            return False
+            return None
         self.done()
         if lost:
             # Someone else owns the partition now; they will process these again.
@@ -87,10 +89,17 @@ class Acks:
 
     async def drain(self) -> bool:
         """Before giving the partition up: wait for any send in flight, then send the rest
-        ourselves (the acknowledger no longer takes ours, so nothing can slip past)."""
+        ourselves (the acknowledger no longer takes ours, so nothing can slip past).
+
+        A failed send (Redis slow or away for a moment) is tried again with backoff until
+        it goes through or the partition turns out lost; the runner bounds that with the
+        grace period, cancelling us, and what is still recorded then is redelivered."""
         self.draining = True
         await self._idle.wait()
-        return await self.flush()
+        backoff = Backoff()
+        while (sent := await self.flush()) is None:
+            await backoff.sleep()
+        return sent
 
 
 class Acknowledger:
