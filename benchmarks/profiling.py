@@ -37,10 +37,10 @@ CATEGORIES = [
     ("_send_packed_command", "redis/asyncio/connection.py", "socket I/O: sending, receiving"),
     ("_read_ready", "asyncio/selector_events.py", "socket I/O: sending, receiving"),
     ("decode", "runnel/stream.py", "decoding records (pydantic)"),
-    ("read", "runnel_redis/coordination.py", "fenced read: Lua XREADGROUP + reply parsing"),
+    ("read", "runnel_redis/coordination.py", "fenced read: the exchange, reply parsing"),
     ("_fetch", "processing/fetcher.py", "fetcher: inboxes, scheduling reads"),
-    ("ack", "runnel_redis/coordination.py", "acknowledgements: fenced XACK Lua, pipelined"),
-    ("run", "processing/acks.py", "acknowledgements: fenced XACK Lua, pipelined"),
+    ("ack", "runnel_redis/coordination.py", "acknowledgements: fenced XACK script"),
+    ("run", "processing/acks.py", "acknowledgements: fenced XACK script"),
     ("empty", "benchmarks/", "the processor body (counting events)"),
     ("_single", "processing/events.py", "events()/take(): generators, inbox, acks.add"),
     ("_batches", "processing/events.py", "events()/take(): generators, inbox, acks.add"),
@@ -120,8 +120,11 @@ def with_pyinstrument(url: str, batch: int, total: int, case: str) -> None:
     root = profiler.last_session.root_frame() if profiler.last_session else None
     if root is not None:
         print(summary(pyinstrument_samples(root)))
-    print("Redis's side (INFO commandstats; EVALSHA: fenced reads, acks, heartbeats):")
-    for command in ("evalsha", "xreadgroup", "xack"):
+    print(
+        "Redis's side (INFO commandstats; EVAL: read fences and acks, EVALSHA: heartbeats;"
+        " a script's time includes the commands it runs):"
+    )
+    for command in ("eval", "evalsha", "watch", "exec", "xreadgroup", "xack"):
         got = stats.get(f"cmdstat_{command}", {})
         print(f"  {command:<10} {got.get('calls', 0):>7} calls {got.get('usec_per_call', 0):>9} us")
 
