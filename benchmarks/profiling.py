@@ -9,18 +9,22 @@ empty processor, per event (``records``) or ``take(100)``:
 * py-spy, from outside, on a worker process of the throughput benchmark (``--idle``, so
   waiting is counted too): no overhead in the worker, which pyinstrument cannot say.
 
-Each is then summed up by what the time is spent on (``CATEGORIES``), in percent.
+Each is then summed up by what the time is spent on (``CATEGORIES``), in percent. Before
+them, the same drain runs without a profiler with ``gc_freeze`` off and on, counting the
+garbage collector's passes and their time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import signal
 import subprocess
 import tempfile
 from collections import Counter
 from pathlib import Path
+from time import perf_counter
 
 import redis
 
@@ -66,13 +70,13 @@ def summary(samples: Counter[tuple[tuple[str, str], ...]]) -> str:
     return "\n".join(f"  {share / total:6.1%}  {what}" for what, share in spent.most_common())
 
 
-async def drain(url: str, batch: int, total: int) -> float:
-    app = App(name=APP, redis_url=url, default_join_delay=0)
+async def drain(url: str, batch: int, total: int, group: str = "profile", **settings) -> float:  # type: ignore[no-untyped-def]
+    app = App(name=APP, redis_url=url, default_join_delay=0, **settings)
     pings = app.stream("pings", record=Ping, partition_by="key", partition_count=PARTITIONS)
     tally = Tally()
     done = asyncio.Event()
 
-    @app.processor(pings, name="profile")
+    @app.processor(pings, name=group)
     async def empty(events):  # type: ignore[no-untyped-def]
         if batch == 1:
             async for _ in events.records():
@@ -163,6 +167,32 @@ def with_py_spy(url: str, batch: int, total: int, case: str) -> None:
     print(summary(samples))
 
 
+def garbage_collection(url: str, batch: int, total: int) -> None:
+    """The same drain without a profiler, with and without ``gc_freeze``: the rate, and
+    the collector's passes per generation and their time (worker start-up included)."""
+    print("garbage collection while draining, no profiler:")
+    for freeze in (False, True):
+        passes: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        started = [0.0]
+
+        def count(phase: str, info: dict, passes=passes, started=started) -> None:  # type: ignore[no-untyped-def]
+            if phase == "start":
+                started[0] = perf_counter()
+            else:
+                passes[info["generation"]].append(perf_counter() - started[0])
+
+        gc.callbacks.append(count)
+        try:
+            speed = asyncio.run(drain(url, batch, total, f"gc-{freeze}", gc_freeze=freeze))
+        finally:
+            gc.callbacks.remove(count)
+        spent = ", ".join(
+            f"gen{g} {len(t)} x {sum(t) / len(t) * 1000:.2f} ms" if t else f"gen{g} 0"
+            for g, t in passes.items()
+        )
+        print(f"  gc_freeze={freeze}: {speed:,.0f} events/s; {spent}")
+
+
 def run(case: str, events: int | None) -> None:
     if case not in ("records", "take"):
         raise SystemExit("profile: records or take")
@@ -170,6 +200,8 @@ def run(case: str, events: int | None) -> None:
     batch = 1 if case == "records" else 100
     with server() as url:
         fill(url, "pings", total)
+        garbage_collection(url, batch, total)
+        print()
         with_pyinstrument(url, batch, total, case)
         if shutil.which("py-spy"):
             print()

@@ -799,3 +799,22 @@ async def test_read_errors_are_raised(
     await transport.ensure_group([key], GROUP)
     result = await c.read("a", CONSUMER, {key: b">"}, 10)
     assert [len(entries) for _, entries in result.entries] == [1]
+
+
+async def test_acknowledging_thousands_of_ids_at_once(
+    transport: RedisTransport, app_name: str, redis_client: redis.Redis
+) -> None:
+    """More ids for one partition than the script passes to one XACK (1000), next to a
+    partition with a few: all acknowledged."""
+    c = transport.coordination(app_name, STREAM, PROC)
+    k0, k1 = (stream_key(app_name, p) for p in range(2))
+    await transport.ensure_group([k0, k1], GROUP)
+    await transport.append([(k0, {b"n": str(i).encode()}) for i in range(2500)])
+    await transport.append([(k1, {b"n": b"x"}), (k1, {b"n": b"y"})])
+    assert await c.acquire("a", [0, 1], 30_000) == {0, 1}
+    result = await c.read("a", CONSUMER, {k0: b">", k1: b">"}, 5000)
+    ids = {key: [xid for xid, _ in entries] for key, entries in result.entries}
+    assert [len(ids[k0]), len(ids[k1])] == [2500, 2]
+    assert await c.ack("a", ids) == []
+    assert pending_ids(redis_client, k0, GROUP) == []
+    assert pending_ids(redis_client, k1, GROUP) == []

@@ -224,11 +224,12 @@ class RedisCoordination(Coordination):
         command; the partitions we no longer hold."""
         streams = list(ids)
         locks = [self._lock_for_stream(s) for s in streams]
+        given = [xid for xids in ids.values() for xid in (len(xids), *xids)]
         packed = (
-            resp.header(5 + 3 * len(streams))
+            resp.header(5 + 2 * len(streams) + len(given))
             + _EVAL_FENCED_ACK_MANY
             + resp.arguments((2 * len(streams), *locks, *streams, owner, self.group))
-            + resp.arguments(b" ".join(xids) for xids in ids.values())
+            + resp.arguments(given)
         )
         [lost] = await self._exchange(packed, 1)
         if isinstance(lost, Exception):
