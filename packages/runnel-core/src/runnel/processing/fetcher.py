@@ -1,4 +1,4 @@
-"""The fetcher: one read loop feeding the inboxes of every partition an executor owns."""
+"""The fetcher: read loops (two lanes) feeding the inboxes of every partition an executor owns."""
 
 from __future__ import annotations
 
