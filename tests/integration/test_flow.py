@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+import redis
+
 from runnel import App, Record
 from runnel.processing.worker import Worker
 
@@ -42,3 +45,45 @@ async def test_events_flow_in_order(redis_url: str, app_name: str) -> None:
     for key, ns in seen.items():
         assert ns == sorted(ns), key
     assert sorted(n for ns in seen.values() for n in ns) == list(range(total))
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_both_wire_protocols(redis_url: str, app_name: str, protocol: int) -> None:
+    """RESP2 and RESP3 replies (``?protocol=3``) through every hot path: a batch send,
+    fenced reads per event and in batches, fenced acknowledgements."""
+    app = App(name=app_name, redis_url=f"{redis_url}?protocol={protocol}")
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=4)
+    seen: dict[str, list[int]] = {}
+    batches: list[int] = []
+    done = asyncio.Event()
+    total = 500
+
+    def record(ping: Ping) -> None:
+        seen.setdefault(ping.key, []).append(ping.n)
+        if sum(map(len, seen.values())) == total:
+            done.set()
+
+    @app.processor(pings, name="single")
+    async def single(events):
+        async for ping in events.records():
+            record(ping)
+
+    @app.processor(pings, name="batched")
+    async def batched(events):
+        async for batch in events.take(50, within=0.05).records():
+            batches.append(len(batch))
+
+    ids = await pings.send(*[Ping(key=f"k{i % 7}", n=i) for i in range(total)])
+    assert len(ids) == total and all(isinstance(xid, bytes) for xid in ids)
+    kwargs = app.transport.redis.connection_pool.connection_kwargs  # type: ignore[attr-defined]
+    assert int(kwargs.get("protocol") or 2) == protocol
+    assert await run_until(Worker(app), done) == 0
+    assert sorted(n for ns in seen.values() for n in ns) == list(range(total))
+    assert all(ns == sorted(ns) for ns in seen.values())
+    assert 0 < sum(batches) <= total
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for p in pings.partitions:
+            assert client.xpending(p.key, "single")["pending"] == 0
+    finally:
+        client.close()
