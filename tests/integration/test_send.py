@@ -6,6 +6,7 @@ import pytest
 import redis
 
 from runnel import App, Record
+from runnel.exceptions import EncodeError
 
 from .conftest import make_app
 
@@ -87,4 +88,29 @@ async def test_a_batch_is_sent_whole_or_not_at_all(
         await pings.send(*records)
     assert all(redis_client.xlen(p.key) == 0 for p in pings.partitions[:-1])
     assert redis_client.get(bad) == b"not a stream"
+    await app.aclose()
+
+
+class Blob(Record):
+    key: str
+    payload: bytes
+
+
+async def test_a_record_that_cannot_be_encoded_is_named_and_nothing_sent(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    """Bytes that are not UTF-8 cannot go into JSON: one clear error naming the stream,
+    the record and a way out, and none of the batch is sent."""
+    app = make_app(app_name, redis_url)
+    blobs = app.stream("blobs", record=Blob, partition_by="key", partition_count=2)
+    good = [Blob(key=f"k{i}", payload=b"fine") for i in range(3)]
+    with pytest.raises(EncodeError) as caught:
+        await blobs.send(*good, Blob(key="k9", payload=b"\xff\x00"), *good)
+    message = str(caught.value)
+    assert f"stream '{app_name}.blobs': cannot encode Blob (record 4 of 7)" in message
+    assert "nothing was sent" in message and "msgpack or avro" in message
+    assert all(redis_client.xlen(p.key) == 0 for p in blobs.partitions)
+
+    packed = app.stream("packed", record=Blob, partition_by="key", serializer="msgpack")
+    await packed.send(Blob(key="k9", payload=b"\xff\x00"))  # binary serializers carry it
     await app.aclose()

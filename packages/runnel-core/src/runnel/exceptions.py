@@ -17,5 +17,9 @@ class DecodeError(RunnelError):
     """An event's stored bytes could not be turned back into its record."""
 
 
+class EncodeError(RunnelError):
+    """A valid record could not be encoded by its stream's serializer (nothing was sent)."""
+
+
 class SchemaIncompatible(Misconfigured):
     """A record's schema cannot be used with the schemas already stored for its stream."""

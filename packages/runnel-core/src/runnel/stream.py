@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from runnel.exceptions import DecodeError, Misconfigured, SchemaIncompatible
+from runnel.exceptions import DecodeError, EncodeError, Misconfigured, SchemaIncompatible
 from runnel.interfaces import Serializer
 from runnel.record import Record
 from runnel.types import Event, Fields, Partition
@@ -224,13 +224,30 @@ class Stream:
         if keys is None:
             keys = self._keys = [p.key for p in self.partitions]
         validate, number, encode = self.validate, self.partition_number, self._encode
-        entries = []
+        entries: list[tuple[str, Fields]] = []
         for value in records:
             record = validate(value)
-            entries.append((keys[number(record)], encode(record)))
+            key = keys[number(record)]
+            try:
+                entries.append((key, encode(record)))
+            except Exception as exc:
+                raise self._encode_error(record, len(entries), len(records), exc) from exc
         if True not in self._prepared:
             await self.prepare(writing=True)
         return await self.app.transport.append(entries, maxlen=self.partition_size)
+
+    def _encode_error(self, record: Record, index: int, count: int, exc: Exception) -> EncodeError:
+        where = f" (record {index + 1} of {count})" if count > 1 else ""
+        hint = ""
+        if "utf-8" in str(exc).lower():
+            hint = (
+                "; JSON carries bytes only as UTF-8 text: use a str field, or a binary "
+                "serializer such as msgpack or avro"
+            )
+        return EncodeError(
+            f"stream {self.id!r}: cannot encode {type(record).__name__}{where}, nothing was "
+            f"sent: {exc}{hint}"
+        )
 
 
 def _primitive_value(value: Any) -> bytes | str | int | float:
