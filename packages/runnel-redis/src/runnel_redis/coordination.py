@@ -32,17 +32,35 @@ class RedisCoordination(Coordination):
         self._acquire = client.register_script(scripts.ACQUIRE)
         self._release = client.register_script(scripts.RELEASE)
         self._beat = client.register_script(scripts.BEAT)
-        self._locks: dict[str, str] = {}
+        # The same keys, group and owner go out in every read and acknowledgement:
+        # packed once (RESP bulk strings), kept here.
+        self._bulks: dict[str, bytes] = {}  # key, group, owner, consumer -> packed
+        self._lock_bulks: dict[str, bytes] = {}  # partition stream -> its packed lock key
+        self._read_head = resp.arguments(("XREADGROUP", "GROUP", group))
 
     def lock_key(self, number: int) -> str:
         return keys.partition_lock(self.app, self.stream, self.processor, number)
 
-    def _lock_for_stream(self, stream_key: str) -> str:
-        lock = self._locks.get(stream_key)
-        if lock is None:
-            number = int(stream_key.rsplit(".", 1)[1])
-            lock = self._locks[stream_key] = self.lock_key(number)
-        return lock
+    def _bulk(self, text: str) -> bytes:
+        packed = self._bulks.get(text)
+        if packed is None:
+            packed = self._bulks[text] = resp.arguments((text,))
+        return packed
+
+    def _locks_of(self, streams: Sequence[str]) -> bytes:
+        """The packed lock keys of these partition streams."""
+        bulks = self._lock_bulks
+        out = []
+        for stream in streams:
+            lock = bulks.get(stream)
+            if lock is None:
+                number = int(stream.rsplit(".", 1)[1])
+                lock = bulks[stream] = resp.arguments((self.lock_key(number),))
+            out.append(lock)
+        return b"".join(out)
+
+    def _streams(self, streams: Sequence[str]) -> bytes:
+        return b"".join(self._bulk(stream) for stream in streams)
 
     # Membership and control.
 
@@ -162,8 +180,7 @@ class RedisCoordination(Coordination):
             if not reading:
                 break
             streams = list(reading)
-            locks = [self._lock_for_stream(s) for s in streams]
-            held, reply = await self._checked_read(owner, consumer, locks, reading, count)
+            held, reply = await self._checked_read(owner, consumer, reading, count)
             lost = [s for s, ok in zip(streams, held, strict=True) if not ok]
             result.lost += lost
             if reply is not None:
@@ -173,35 +190,31 @@ class RedisCoordination(Coordination):
         return result  # the fetcher reads again
 
     async def _checked_read(
-        self,
-        owner: str,
-        consumer: str,
-        locks: list[str],
-        positions: Mapping[str, bytes],
-        count: int,
+        self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
     ) -> tuple[list[int], Any]:
         """The held flags, and XREADGROUP's reply (None when Redis refused the EXEC).
 
         Any error reply means the read may have run unfenced or not at all, so it is
         raised: the fetcher then reads the partitions' pending entries again, through
         the fence."""
+        n = len(positions)
+        locks = self._locks_of(list(positions))
         packed = (
-            resp.command("WATCH", *locks)
-            + resp.header(4 + len(locks))
+            resp.header(1 + n)
+            + _WATCH
+            + locks
+            + resp.header(4 + n)
             + _EVAL_CHECK_LOCKS
-            + resp.arguments((len(locks), *locks, owner))
+            + resp.arguments((n,))
+            + locks
+            + self._bulk(owner)
             + _MULTI
-            + resp.command(
-                "XREADGROUP",
-                "GROUP",
-                self.group,
-                consumer,
-                "COUNT",
-                count,
-                "STREAMS",
-                *positions,
-                *positions.values(),
-            )
+            + resp.header(7 + 2 * n)
+            + self._read_head
+            + self._bulk(consumer)
+            + resp.arguments(("COUNT", count, "STREAMS"))
+            + self._streams(list(positions))
+            + resp.arguments(positions.values())
             + _EXEC
         )
         replies = await self._exchange(packed, 5)
@@ -223,12 +236,15 @@ class RedisCoordination(Coordination):
         """Acknowledge on the partitions whose lock we hold (FENCED_ACK_MANY), in one
         command; the partitions we no longer hold."""
         streams = list(ids)
-        locks = [self._lock_for_stream(s) for s in streams]
         given = [xid for xids in ids.values() for xid in (len(xids), *xids)]
         packed = (
             resp.header(5 + 2 * len(streams) + len(given))
             + _EVAL_FENCED_ACK_MANY
-            + resp.arguments((2 * len(streams), *locks, *streams, owner, self.group))
+            + resp.arguments((2 * len(streams),))
+            + self._locks_of(streams)
+            + self._streams(streams)
+            + self._bulk(owner)
+            + self._bulk(self.group)
             + resp.arguments(given)
         )
         [lost] = await self._exchange(packed, 1)
@@ -264,6 +280,7 @@ def _parse_members(raw: Any) -> Members:
 
 _EVAL_CHECK_LOCKS = resp.arguments(("EVAL", scripts.CHECK_LOCKS))
 _EVAL_FENCED_ACK_MANY = resp.arguments(("EVAL", scripts.FENCED_ACK_MANY))
+_WATCH = resp.arguments(("WATCH",))
 _MULTI = resp.command("MULTI")
 _EXEC = resp.command("EXEC")
 
