@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from benchmarks.common import PARTITIONS, stream_keys
-from benchmarks.tally import Tally, now, paced, percentiles
+from benchmarks.tally import Tally, now, paced, percentiles, timed_batches
 
 MAXLEN = 50_000  # Runnel's default partition_size, which its sends trim to
 
@@ -97,13 +97,9 @@ async def send(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
                 xadd(pipe, partitions[i % PARTITIONS], data)
             await pipe.execute()
 
-    await one_batch()  # connect first, as Runnel's side does
-    start = now()
-    for _ in range(total // batch):
-        await one_batch()
-    elapsed = now() - start
+    result = await timed_batches(one_batch, total, batch)
     await client.aclose()
-    return {"events": total // batch * batch, "seconds": elapsed}
+    return result
 
 
 async def latency(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import APP, PARTITIONS, Ping, Stamped
-from benchmarks.tally import Tally, now, paced, percentiles
+from benchmarks.tally import Tally, now, paced, percentiles, timed_batches
 from runnel import App
 from runnel.processing.worker import Worker
 
@@ -42,13 +42,9 @@ async def send(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
     app = _app(url)
     pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
     records = [Ping(key=f"k{i}", n=i) for i in range(batch)]
-    await pings.send(*records)  # connect first: the rate is of sending, not connecting
-    start = now()
-    for _ in range(total // batch):
-        await pings.send(*records)
-    elapsed = now() - start
+    result = await timed_batches(lambda: pings.send(*records), total, batch)
     await app.aclose()
-    return {"events": total // batch * batch, "seconds": elapsed}
+    return result
 
 
 async def latency(

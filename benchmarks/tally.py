@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 # CLOCK_MONOTONIC on Linux: one clock for every process on the machine, so the first and
 # last events of several workers can be compared.
@@ -71,3 +72,14 @@ async def paced(rate: int, per_tick: int, seconds: float) -> AsyncIterator[int]:
         if delay > 0:
             await asyncio.sleep(delay)
         yield tick
+
+
+async def timed_batches(send: Callable[[], Awaitable[Any]], total: int, batch: int) -> dict:
+    """Call ``send`` (one batch of ``batch`` events) until ``total`` events went, timed.
+    One untimed call first: the rate is of sending, not of connecting."""
+    await send()
+    rounds = total // batch
+    start = now()
+    for _ in range(rounds):
+        await send()
+    return {"events": rounds * batch, "seconds": now() - start}
