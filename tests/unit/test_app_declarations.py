@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from runnel import App, Misconfigured, Record, Stream
-from runnel.background import Job
+from runnel.background import BackgroundTask
 from runnel.processor import Processor
 
 URL = "redis://127.0.0.1:1"
@@ -161,12 +161,12 @@ def test_task_with_and_without_parentheses(app):
         pass
 
     assert callable(bare) and callable(empty) and callable(leader)  # functions come back
-    assert [(j.func, j.kind, j.on_leader) for j in app.jobs] == [
+    assert [(j.func, j.kind, j.on_leader) for j in app.background] == [
         (bare, "task", False),
         (empty, "task", False),
         (leader, "task", True),
     ]
-    assert app.jobs[0].name.endswith("bare")
+    assert app.background[0].name.endswith("bare")
 
 
 def test_timer(app):
@@ -178,7 +178,7 @@ def test_timer(app):
     async def tock():
         pass
 
-    assert [(j.kind, j.interval, j.on_leader) for j in app.jobs] == [
+    assert [(j.kind, j.interval, j.on_leader) for j in app.background] == [
         ("timer", 0.5, False),
         ("timer", 10, True),
     ]
@@ -188,14 +188,14 @@ def test_timer(app):
 def test_timer_interval_must_be_positive(app, interval):
     with pytest.raises(Misconfigured):
         app.timer(interval=interval)
-    assert app.jobs == []
+    assert app.background == []
 
 
 @pytest.mark.parametrize("spec", ["not a cron", "61 * * * *", "* * *", "", "* * * * * * * *"])
 def test_bad_crontab_rejected(app, spec):
     with pytest.raises(Misconfigured):
         app.crontab(spec)
-    assert app.jobs == []
+    assert app.background == []
 
 
 def test_crontab_timezone(app):
@@ -211,7 +211,7 @@ def test_crontab_timezone(app):
     def object_zone():
         pass
 
-    jobs = app.jobs
+    jobs = app.background
     assert [j.kind for j in jobs] == ["crontab"] * 3
     assert (
         jobs[0].spec == "45 17 * * *"
@@ -225,7 +225,7 @@ def test_crontab_timezone(app):
 def test_crontab_defaults_to_the_app_timezone():
     app = App(name="u", redis_url=URL, timezone="America/New_York")
     app.crontab("0 0 * * *")(lambda: None)
-    assert app.jobs[0].timezone == ZoneInfo("America/New_York")
+    assert app.background[0].timezone == ZoneInfo("America/New_York")
 
 
 def test_crontab_unknown_timezone_is_misconfigured(app):
@@ -234,7 +234,7 @@ def test_crontab_unknown_timezone_is_misconfigured(app):
 
 
 def test_timer_next_delay_is_the_interval():
-    job = Job(func=lambda: None, kind="timer", interval=2.5)
+    job = BackgroundTask(func=lambda: None, kind="timer", interval=2.5)
     assert job.next_delay(datetime(2020, 1, 1)) == 2.5
     assert job.next_delay(datetime(2031, 7, 9, 23, 59, 59, tzinfo=ZoneInfo("UTC"))) == 2.5
 
@@ -262,7 +262,7 @@ NEW_YORK = ZoneInfo("America/New_York")
     ],
 )
 def test_crontab_next_delay(spec, now, expected):
-    job = Job(func=lambda: None, kind="crontab", spec=spec, timezone=now.tzinfo)
+    job = BackgroundTask(func=lambda: None, kind="crontab", spec=spec, timezone=now.tzinfo)
     assert job.next_delay(now) == expected
 
 
@@ -279,7 +279,7 @@ def test_crontab_next_delay(spec, now, expected):
     ids=["new-york-spring", "new-york-fall", "london-spring"],
 )
 def test_crontab_next_delay_across_dst(spec, now, expected):
-    job = Job(func=lambda: None, kind="crontab", spec=spec, timezone=now.tzinfo)
+    job = BackgroundTask(func=lambda: None, kind="crontab", spec=spec, timezone=now.tzinfo)
     assert job.next_delay(now) == expected
 
 
@@ -292,8 +292,8 @@ async def test_jobs_call_sync_and_async_functions():
     def s():
         calls.append(("sync", None))
 
-    await Job(func=a, kind="task").call()
-    await Job(func=s, kind="task").call()
+    await BackgroundTask(func=a, kind="task").call()
+    await BackgroundTask(func=s, kind="task").call()
     assert calls == [("async", True), ("sync", None)]
 
 
@@ -304,7 +304,7 @@ async def test_task_runs_once_and_failures_are_logged_not_raised(caplog):
         calls.append(1)
         raise RuntimeError("kaput")
 
-    await Job(func=boom, kind="task").run(asyncio.Event())
+    await BackgroundTask(func=boom, kind="task").run(asyncio.Event())
     assert calls == [1]
     assert "kaput" in caplog.text
 
@@ -313,5 +313,5 @@ async def test_timer_stops_without_calling_when_stopping_is_set():
     calls = []
     stopping = asyncio.Event()
     stopping.set()
-    await Job(func=lambda: calls.append(1), kind="timer", interval=0.01).run(stopping)
+    await BackgroundTask(func=lambda: calls.append(1), kind="timer", interval=0.01).run(stopping)
     assert calls == []

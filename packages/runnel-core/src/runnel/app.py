@@ -1,19 +1,24 @@
-"""``App``: where streams, processors and background jobs are declared."""
+"""``App``: where streams, processors, jobs and background tasks are declared."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+import weakref
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import ValidationError
 
-from runnel.background import Job, validate_crontab
+from runnel.background import BackgroundTask, validate_crontab
 from runnel.codecs.resolve import resolve_serializer
 from runnel.exceptions import Misconfigured
 from runnel.interfaces import Middleware, Serializer
+from runnel.jobs.clock import Clock, SystemClock
+from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
+from runnel.jobs.portal import Portal
+from runnel.jobs.result import JobResult
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor
 from runnel.record import Record
@@ -22,9 +27,25 @@ from runnel.stream import Stream
 from runnel.transport import Transport, transport_for
 from runnel.types import ExceptionPolicy
 
+if TYPE_CHECKING:
+    from runnel.jobs.store import JobStore
+
 log = logging.getLogger("runnel.app")
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _JobDecorator(Protocol):
+    """What ``@app.job(...)`` with options returns."""
+
+    @overload
+    def __call__(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncJob[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
+
 
 _PROCESSOR_SETTINGS = (
     "lock_expiry",
@@ -64,14 +85,20 @@ class App:
         self.settings = Settings(**settings)
         self.streams: dict[str, Stream] = {}
         self.processors: dict[str, Processor] = {}
-        self.jobs: list[Job] = []
-        self._transport: Transport | None = None
-        self._transport_loop: asyncio.AbstractEventLoop | None = None
+        self.jobs: dict[str, JobFunction[Any, Any]] = {}
+        """The job queue's functions (``@app.job``), by name."""
+        self.background: list[BackgroundTask] = []
+        """Tasks, timers and crontabs (``@app.task``, ``@app.timer``, ``@app.crontab``)."""
+        self.clock: Clock = SystemClock()
+        """What the job queue takes the time from; tests may put a ``ManualClock`` here."""
+        self._transports: dict[int, tuple[Callable[[], Any], Transport]] = {}
+        self._portal: Portal | None = None
 
     def __repr__(self) -> str:
         return f"<App {self.name}>"
 
-    # The transport, made on first use in each event loop (connections belong to a loop).
+    # The transport, made on first use in each event loop (connections belong to a loop;
+    # synchronous job calls run in a loop of their own, see runnel.jobs.portal).
 
     @property
     def transport(self) -> Transport:
@@ -79,15 +106,46 @@ class App:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if self._transport is None or (loop is not None and loop is not self._transport_loop):
-            self._transport = transport_for(self.settings.redis_url, self.settings)
-            self._transport_loop = loop
-        return self._transport
+        key = id(loop)
+        entry = self._transports.get(key)
+        if entry is None or entry[0]() is not loop:
+            for k, (ref, _) in list(self._transports.items()):
+                old = ref()
+                if k and (old is None or old.is_closed()):
+                    del self._transports[k]
+            ref = weakref.ref(loop) if loop is not None else (lambda: None)
+            entry = self._transports[key] = (
+                ref,
+                transport_for(self.settings.redis_url, self.settings),
+            )
+        return entry[1]
 
     async def aclose(self) -> None:
-        if self._transport is not None:
-            transport, self._transport = self._transport, None
-            await transport.aclose()
+        """Close this event loop's connections."""
+        try:
+            key = id(asyncio.get_running_loop())
+        except RuntimeError:
+            key = id(None)
+        entry = self._transports.pop(key, None)
+        if entry is not None:
+            await entry[1].aclose()
+
+    @property
+    def job_store(self) -> JobStore:
+        """The store of this app's job queue, for this event loop."""
+        transport = self.transport
+        store = getattr(transport, "_runnel_job_store", None)
+        if store is None:
+            store = transport.job_store(self.name)
+            transport._runnel_job_store = store  # type: ignore[attr-defined]
+        return store
+
+    @property
+    def portal(self) -> Portal:
+        """The event loop synchronous job calls (``delay_sync``, ``.sync()``) run in."""
+        if self._portal is None:
+            self._portal = Portal(self.name)
+        return self._portal
 
     # Declarations.
 
@@ -186,11 +244,77 @@ class App:
 
         return decorate
 
+    @overload
+    def job(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncJob[P, R]: ...
+
+    @overload
+    def job(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
+
+    @overload
+    def job(
+        self,
+        *,
+        retries: int | None = None,
+        timeout: float | None = None,
+        name: str | None = None,
+        serializer: str = "json",
+    ) -> _JobDecorator: ...
+
+    def job(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        retries: int | None = None,
+        timeout: float | None = None,
+        name: str | None = None,
+        serializer: str = "json",
+    ) -> Any:
+        """Declare a job: a function workers run when it is enqueued (``f.delay(...)``).
+
+        ``async def`` functions are awaited in the worker's loop, plain ones run in a
+        thread. A failure is retried ``retries`` times (``default_retries``) with
+        exponential backoff, then the job is DEAD. ``timeout`` (seconds) fails a try that
+        runs longer. ``serializer`` names how arguments and results are encoded.
+        """
+        if retries is not None and (not isinstance(retries, int) or retries < 0):
+            raise Misconfigured(f"job retries must be an integer >= 0, not {retries!r}")
+        if timeout is not None and not timeout > 0:
+            raise Misconfigured(f"job timeout must be > 0 seconds, not {timeout!r}")
+
+        def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:
+            job_name = name or getattr(f, "__name__", "")
+            if not job_name or any(c in job_name for c in " :{}"):
+                raise Misconfigured(
+                    f"job name {job_name!r} must be non-empty without spaces, ':' or braces"
+                )
+            if job_name in self.jobs:
+                raise Misconfigured(f"a job named {job_name!r} is already declared")
+            try:
+                job = make_job(
+                    self,
+                    f,
+                    name=job_name,
+                    retries=self.settings.default_retries if retries is None else retries,
+                    timeout=timeout,
+                    serializer=serializer,
+                )
+            except (TypeError, ValueError) as exc:  # a signature or serializer that cannot work
+                raise Misconfigured(f"job {job_name!r}: {exc}") from None
+            self.jobs[job_name] = job
+            return job
+
+        return decorate(func) if func is not None else decorate
+
+    def job_result(self, job_id: str) -> JobResult[Any]:
+        """The handle of any job of this app, by id (its result is not typed)."""
+        return JobResult(self, job_id)
+
     def task(self, func: F | None = None, *, on_leader: bool = False) -> Any:
         """Run ``func`` once when a worker starts (only on the leader if ``on_leader``)."""
 
         def decorate(f: F) -> F:
-            self.jobs.append(Job(func=f, kind="task", on_leader=on_leader))
+            self.background.append(BackgroundTask(func=f, kind="task", on_leader=on_leader))
             return f
 
         return decorate(func) if func is not None else decorate
@@ -201,7 +325,9 @@ class App:
             raise Misconfigured("timer interval must be > 0 seconds")
 
         def decorate(f: F) -> F:
-            self.jobs.append(Job(func=f, kind="timer", on_leader=on_leader, interval=interval))
+            self.background.append(
+                BackgroundTask(func=f, kind="timer", on_leader=on_leader, interval=interval)
+            )
             return f
 
         return decorate
@@ -224,8 +350,8 @@ class App:
             raise Misconfigured(f"unknown time zone {timezone!r}") from None
 
         def decorate(f: F) -> F:
-            self.jobs.append(
-                Job(func=f, kind="crontab", on_leader=on_leader, spec=spec, timezone=tz)
+            self.background.append(
+                BackgroundTask(func=f, kind="crontab", on_leader=on_leader, spec=spec, timezone=tz)
             )
             return f
 
@@ -239,13 +365,23 @@ class App:
 
         return autodiscover(self.settings.autodiscover) if self.settings.autodiscover else []
 
-    async def run_worker(self, processors: Sequence[str] | None = None) -> int:
-        """Run a worker in this process until stopped; return its exit code."""
+    async def run_worker(
+        self,
+        processors: Sequence[str] | None = None,
+        *,
+        jobs: bool = True,
+        concurrency: int | None = None,
+    ) -> int:
+        """Run a worker in this process until stopped; return its exit code.
+
+        ``processors`` picks some processors (default: all; ``[]``: none); ``jobs=False``
+        leaves the job queue to other workers; ``concurrency`` overrides ``job_concurrency``.
+        """
         from runnel.processing.worker import Worker
 
         self.autodiscover()
         chosen = None
-        if processors:
+        if processors is not None:
             missing = [p for p in processors if p not in self.processors]
             if missing:
                 raise Misconfigured(
@@ -253,4 +389,4 @@ class App:
                     f"(app {self.name} has: {', '.join(self.processors) or 'none'})"
                 )
             chosen = [self.processors[p] for p in processors]
-        return await Worker(self, chosen).run()
+        return await Worker(self, chosen, jobs=jobs, concurrency=concurrency).run()

@@ -1,4 +1,8 @@
-"""Background jobs: ``@app.task``, ``@app.timer`` and ``@app.crontab``."""
+"""Background tasks: ``@app.task``, ``@app.timer`` and ``@app.crontab``.
+
+(Not to be confused with the job queue, :mod:`runnel.jobs`: these run on a schedule in
+every worker, or on the leader, rather than once per enqueued call.)
+"""
 
 from __future__ import annotations
 
@@ -19,8 +23,8 @@ log = logging.getLogger("runnel.background")
 
 
 @dataclass(eq=False)
-class Job:
-    """A function the worker runs besides processors."""
+class BackgroundTask:
+    """A function the worker runs besides processors, at start-up or on a schedule."""
 
     func: Callable[[], Any]
     kind: str  # "task", "timer" or "crontab"

@@ -49,6 +49,16 @@ class Settings(BaseSettings):
     default_pool_size: int = Field(16, gt=0)
     default_join_delay: float = Field(2, ge=0, description="seconds")
 
+    # The job queue (docs/jobs.md).
+    default_retries: int = Field(3, ge=0)
+    results_enabled: bool = True
+    results_ttl: float = Field(3600, gt=0, description="seconds")
+    job_concurrency: int = Field(8, gt=0)
+    job_backoff_base: float = Field(0.5, gt=0, description="seconds")
+    job_backoff_cap: float = Field(600, gt=0, description="seconds")
+    job_heartbeat_timeout: float = Field(30, gt=0, description="seconds")
+    job_schedule_interval: float = Field(0.25, gt=0, description="seconds")
+
     @field_validator("log_level")
     @classmethod
     def _level(cls, value: str) -> str:

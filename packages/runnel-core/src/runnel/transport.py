@@ -17,6 +17,7 @@ from runnel.exceptions import Misconfigured
 
 if TYPE_CHECKING:
     from runnel.coordination import Coordination, Leadership
+    from runnel.jobs.store import JobStore
     from runnel.schemas import SchemaStore
     from runnel.settings import Settings
 
@@ -109,6 +110,10 @@ class Transport(abc.ABC):
     def leadership(self, app: str) -> Leadership:
         """The app's leader election."""
         raise Misconfigured(f"{type(self).__name__} does not support leader election")
+
+    def job_store(self, app: str) -> JobStore:
+        """The app's job queue (queue, schedule, dead letters, results, executors)."""
+        raise Misconfigured(f"{type(self).__name__} cannot hold a job queue")
 
     def schema_store(self, app: str, stream: str) -> SchemaStore:
         """Where the writer schemas of ``stream`` are kept (for Avro and the like)."""

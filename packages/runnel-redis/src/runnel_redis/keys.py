@@ -33,3 +33,46 @@ def leader(app: str) -> str:
 
 def schemas(app: str, stream: str) -> str:
     return f"__schm:{app}.{stream}"
+
+
+# The job queue: every key of an app's queue starts with __jobs:{app}. (docs/jobs.md).
+
+
+def jobs_prefix(app: str) -> str:
+    return f"__jobs:{app}."
+
+
+def job_queue(app: str) -> str:
+    return f"__jobs:{app}.queue"
+
+
+def job_schedule(app: str) -> str:
+    return f"__jobs:{app}.schedule"
+
+
+def job_dead(app: str) -> str:
+    return f"__jobs:{app}.dead"
+
+
+def job_results_index(app: str) -> str:
+    return f"__jobs:{app}.results"
+
+
+def job_executors(app: str) -> str:
+    return f"__jobs:{app}.executors"
+
+
+def job(app: str, job_id: str) -> str:
+    return f"__jobs:{app}.job.{job_id}"
+
+
+def job_result(app: str, job_id: str) -> str:
+    return f"__jobs:{app}.result.{job_id}"
+
+
+def job_beat(app: str, executor: str) -> str:
+    return f"__jobs:{app}.beat.{executor}"
+
+
+JOB_GROUP = "workers"
+"""The consumer group job executors read the queue as (each under its own consumer name)."""

@@ -13,6 +13,7 @@ from redis.exceptions import ResponseError
 from runnel.transport import Entry, Fields, Transport
 from runnel_redis import keys, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
+from runnel_redis.jobs import RedisJobStore
 from runnel_redis.schemas import RedisSchemaStore
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
@@ -209,6 +210,9 @@ class RedisTransport(Transport):
 
     def leadership(self, app: str) -> RedisLeadership:
         return RedisLeadership(self.redis, app)
+
+    def job_store(self, app: str) -> RedisJobStore:
+        return RedisJobStore(self.redis, app)
 
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
         return RedisSchemaStore(self.redis, app, stream)

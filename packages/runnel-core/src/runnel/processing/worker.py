@@ -1,4 +1,5 @@
-"""The worker: one process running executors and background jobs until told to stop."""
+"""The worker: one process running processors' executors, the job executor and background
+tasks until told to stop."""
 
 from __future__ import annotations
 
@@ -13,19 +14,20 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.processing.executor import Executor
 from runnel.processing.retry import reraise_if_cancelled
 
 if TYPE_CHECKING:
     from runnel.app import App
-    from runnel.background import Job
+    from runnel.background import BackgroundTask
     from runnel.processor import Processor
 
 log = logging.getLogger("runnel.worker")
 
 
 class Worker:
-    """Runs the app's processors (or a chosen subset) and its background jobs.
+    """Runs the app's processors (or a chosen subset), its job queue and background tasks.
 
     ``SIGINT``/``SIGTERM`` start a graceful stop: no more fetching, in-flight iterations
     get their ``grace_period``, finished events are acknowledged, and :meth:`run` returns
@@ -33,11 +35,33 @@ class Worker:
     same graceful way and :meth:`run` returns 1.
     """
 
-    def __init__(self, app: App, processors: Sequence[Processor] | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        processors: Sequence[Processor] | None = None,
+        *,
+        jobs: bool = True,
+        concurrency: int | None = None,
+    ) -> None:
         self.app = app
         self.processors = list(app.processors.values()) if processors is None else list(processors)
         self.executors = [Executor(self, p) for p in self.processors]
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.job_executor: JobExecutor | None = None
+        if jobs and app.jobs:
+            s = app.settings
+            settings = JobSettings(
+                concurrency=concurrency or s.job_concurrency,
+                grace_period=s.default_grace_period,
+                results_ttl=s.results_ttl,
+                backoff_base=s.job_backoff_base,
+                backoff_cap=s.job_backoff_cap,
+                heartbeat_timeout=s.job_heartbeat_timeout,
+                schedule_interval=s.job_schedule_interval,
+            )
+            self.job_executor = JobExecutor(
+                app.jobs, app.job_store, settings, app.clock, worker=self.id, app=app.name
+            )
         self.exit_code = 0
         self._stopping = asyncio.Event()
         self._signals = 0
@@ -56,6 +80,8 @@ class Worker:
         self._stopping.set()
         for executor in self.executors:
             executor.stop()
+        if self.job_executor is not None:
+            self.job_executor.stop()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -77,17 +103,20 @@ class Worker:
         return self.exit_code
 
     async def _run(self) -> None:
-        everywhere = [j for j in self.app.jobs if not j.on_leader]
-        on_leader = [j for j in self.app.jobs if j.on_leader]
+        everywhere = [j for j in self.app.background if not j.on_leader]
+        on_leader = [j for j in self.app.background if j.on_leader]
         log.info(
-            "worker %s starting: app=%s processors=%s jobs=%d",
+            "worker %s starting: app=%s processors=%s jobs=%s background tasks=%d",
             self.id,
             self.app.name,
             ",".join(p.name for p in self.processors) or "-",
-            len(self.app.jobs),
+            ",".join(self.app.jobs) if self.job_executor is not None else "-",
+            len(self.app.background),
         )
         async with asyncio.TaskGroup() as tg:
             running = [tg.create_task(e.run(), name=repr(e)) for e in self.executors]
+            if self.job_executor is not None:
+                running.append(tg.create_task(self.job_executor.run(), name="job-executor"))
             background = [tg.create_task(self._job(j), name=j.name) for j in everywhere]
             leading = tg.create_task(self._lead(on_leader), name="leadership")
             await self._stopping.wait()
@@ -95,7 +124,7 @@ class Worker:
             await self._finish_jobs([*background, leading])
         log.info("worker stopped")
 
-    async def _lead(self, jobs: list[Job]) -> None:
+    async def _lead(self, jobs: list[BackgroundTask]) -> None:
         """Take part in the app's leader election; run ``on_leader`` jobs while leading.
 
         The leader key expires after three poll intervals, so when a leader dies another
@@ -140,12 +169,12 @@ class Worker:
             except Exception as exc:
                 log.debug("resigning the leadership failed (it will expire): %r", exc)
 
-    async def _leader_jobs(self, jobs: list[Job]) -> None:
+    async def _leader_jobs(self, jobs: list[BackgroundTask]) -> None:
         async with asyncio.TaskGroup() as tg:
             for job in jobs:
                 tg.create_task(self._job(job), name=job.name)
 
-    async def _job(self, job: Job) -> None:
+    async def _job(self, job: BackgroundTask) -> None:
         await job.run(self._stopping)
 
     async def _finish_jobs(self, tasks: list[asyncio.Task[None]]) -> None:

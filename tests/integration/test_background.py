@@ -1,4 +1,4 @@
-"""Background jobs: ``@app.task``, ``@app.timer`` and ``@app.crontab``."""
+"""Background tasks: ``@app.task``, ``@app.timer`` and ``@app.crontab``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from runnel.background import Job
+from runnel.background import BackgroundTask
 
 from .conftest import Running, make_app
 
@@ -48,7 +48,7 @@ async def test_task_once_timers_repeatedly_until_stop(redis_url: str, app_name: 
     def sync_tick():  # a plain function runs in a thread
         calls["sync"] += 1
 
-    kinds = {job.name.rsplit(".", 1)[-1]: job.kind for job in app.jobs}
+    kinds = {job.name.rsplit(".", 1)[-1]: job.kind for job in app.background}
     assert kinds == {
         "started": "task",
         "leader_started": "task",
@@ -57,7 +57,7 @@ async def test_task_once_timers_repeatedly_until_stop(redis_url: str, app_name: 
         "failing": "timer",
         "sync_tick": "timer",
     }
-    assert next(j for j in app.jobs if j.func is leader_started).on_leader
+    assert next(j for j in app.background if j.func is leader_started).on_leader
 
     async with Running(app) as running:
         await running.until(
@@ -88,8 +88,8 @@ def test_crontab_registers_and_gives_the_delay_to_the_next_minute(
     async def evening():
         pass
 
-    job = next(j for j in app.jobs if j.func is every_minute)
-    assert isinstance(job, Job)
+    job = next(j for j in app.background if j.func is every_minute)
+    assert isinstance(job, BackgroundTask)
     assert job.kind == "crontab"
     assert job.spec == "* * * * *"
     assert job.next_delay(datetime(2024, 3, 10, 12, 0, 30, tzinfo=UTC)) == 30.0
@@ -98,7 +98,7 @@ def test_crontab_registers_and_gives_the_delay_to_the_next_minute(
     assert job.next_delay(datetime(2024, 3, 10, 12, 1, 0, tzinfo=UTC)) == 60.0
 
     paris = ZoneInfo("Europe/Paris")
-    late = next(j for j in app.jobs if j.func is evening)
+    late = next(j for j in app.background if j.func is evening)
     assert late.on_leader and late.timezone == paris
     assert late.next_delay(datetime(2024, 6, 1, 17, 44, 0, tzinfo=paris)) == 60.0
     assert late.next_delay(datetime(2024, 6, 1, 17, 46, 0, tzinfo=paris)) == 24 * 3600 - 60
@@ -116,8 +116,8 @@ def test_crontab_delay_is_real_seconds_across_a_dst_change(redis_url: str, app_n
         pass
 
     paris = ZoneInfo("Europe/Paris")
-    minute = next(j for j in app.jobs if j.func is every_minute)
-    daily = next(j for j in app.jobs if j.func is evening)
+    minute = next(j for j in app.background if j.func is every_minute)
+    daily = next(j for j in app.background if j.func is evening)
     # 2024-03-31 01:59:30 CET; the next minute boundary is 03:00:00 CEST, 30 s later.
     assert minute.next_delay(datetime(2024, 3, 31, 1, 59, 30, tzinfo=paris)) == 30.0
     # 2024-03-30 17:46 CET to 2024-03-31 17:45 CEST is 23 h - 60 s.

@@ -1,0 +1,111 @@
+"""Job arguments and results as bytes, through a named serializer (JSON by default).
+
+Values are turned into plain data by pydantic first, so records, datetimes, UUIDs,
+decimals and enums all travel; the job function's annotations turn them back into those
+types on the worker (see :mod:`runnel.jobs.signature`). Nothing is ever pickled.
+
+A stored result item starts with one byte: ``v`` and the encoded return value, or ``e``
+and the error (JSON) of a job that ended DEAD.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
+
+from runnel.codecs.resolve import resolve_serializer
+from runnel.codecs.serializers import JSONSerializer
+from runnel.exceptions import DecodeError, EncodeError
+from runnel.interfaces import Serializer
+from runnel.jobs.model import ErrorInfo
+
+_ANY: TypeAdapter[Any] = TypeAdapter(Any)
+
+VALUE = b"v"
+ERROR = b"e"
+
+
+@lru_cache(maxsize=64)
+def serializer_named(name: str) -> Serializer:
+    """The serializer a job's ``codec`` names (``json``, ``msgpack``, ``json+zstd``...)."""
+    return resolve_serializer(name)
+
+
+def encode(serializer: Serializer, value: Any) -> bytes:
+    if type(serializer) is JSONSerializer and serializer.compressor is None:
+        return _ANY.dump_json(value)  # straight to JSON bytes, in one pass
+    data = serializer.dumps(_ANY.dump_python(value, mode=getattr(serializer, "dump_mode", "json")))
+    compressor = serializer.compressor
+    return compressor.compress(data) if compressor is not None else data
+
+
+def decode(serializer: Serializer, data: bytes) -> Any:
+    compressor = serializer.compressor
+    if compressor is not None:
+        data = compressor.decompress(data)
+    return serializer.loads(data)
+
+
+def encode_arguments(
+    serializer: Serializer, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bytes:
+    try:
+        return encode(serializer, {"args": args, "kwargs": kwargs} if kwargs else {"args": args})
+    except Exception as exc:
+        raise EncodeError(f"job {name!r}: cannot encode the arguments: {exc}") from None
+
+
+def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], dict[str, Any]]:
+    try:
+        value = decode(serializer, data)
+    except Exception as exc:
+        raise DecodeError(f"cannot decode the job's arguments: {exc}") from None
+    if not isinstance(value, dict) or not isinstance(value.get("args", []), list):
+        raise DecodeError("the job's arguments are not of the form {args: [...], kwargs: {...}}")
+    kwargs = value.get("kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise DecodeError("the job's keyword arguments are not an object")
+    return value.get("args", []), kwargs
+
+
+def result_item(serializer: Serializer, value: Any) -> bytes:
+    return VALUE + encode(serializer, value)
+
+
+def error_item(error: ErrorInfo) -> bytes:
+    return ERROR + orjson.dumps({"type": error.type, "message": error.message})
+
+
+def read_item(serializer: Serializer, item: bytes) -> tuple[bool, Any]:
+    """``(True, value)`` for a result, ``(False, ErrorInfo)`` for a failure."""
+    kind, body = item[:1], item[1:]
+    if kind == VALUE:
+        return True, decode(serializer, body)
+    if kind == ERROR:
+        data = orjson.loads(body)
+        return False, ErrorInfo(type=str(data.get("type")), message=str(data.get("message")))
+    raise DecodeError(f"unknown result item kind {kind!r}")
+
+
+def error_json(error: ErrorInfo) -> bytes:
+    return orjson.dumps(
+        {"type": error.type, "message": error.message, "traceback": error.traceback}
+    )
+
+
+def error_from_json(data: bytes | str | None) -> ErrorInfo | None:
+    if not data:
+        return None
+    try:
+        value = orjson.loads(data)
+        return ErrorInfo(
+            type=str(value.get("type", "")),
+            message=str(value.get("message", "")),
+            traceback=str(value.get("traceback", "")),
+        )
+    except (orjson.JSONDecodeError, AttributeError):
+        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
+        return ErrorInfo(type="Error", message=text)

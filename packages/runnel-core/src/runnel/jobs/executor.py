@@ -1,0 +1,445 @@
+"""The job executor: one worker's share of the job queue.
+
+Read top to bottom, :meth:`JobExecutor.run` is its whole life:
+
+    prepare the store; beat once        (registered and alive before taking anything)
+    until stopped, concurrently:
+        fetcher      while a slot is free: take jobs (marked EXECUTING), one task each
+        finisher     record outcomes in batches: each with the job's removal, atomically
+        heartbeat    every timeout/3: say we are alive (and what we run)
+        scheduler    every schedule interval: move due jobs (countdown, retries) to the queue
+        maintenance  every timeout/2: take back the jobs of executors that stopped beating
+    stop:  take nothing more; running jobs get grace_period, then are cancelled and go
+           back to the queue uncounted; outcomes are flushed; leave
+
+At most ``concurrency`` jobs run at once: ``async def`` jobs in the event loop, plain
+functions in a thread pool of that size, so they never block the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import os
+import socket
+import traceback
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runnel.exceptions import DecodeError
+from runnel.jobs import codec
+from runnel.jobs.backoff import retry_delay
+from runnel.jobs.context import JobContext, _current
+from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
+from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
+
+if TYPE_CHECKING:
+    from runnel.jobs.clock import Clock
+    from runnel.jobs.function import JobFunction
+    from runnel.jobs.store import JobStore
+
+log = logging.getLogger("runnel.jobs")
+
+RECOVER_BATCH = 100
+PROMOTE_BATCH = 200
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The settings a job executor runs by (see docs/settings.md)."""
+
+    concurrency: int = 8
+    grace_period: float = 8.0
+    results_ttl: float = 3600.0
+    backoff_base: float = 0.5
+    backoff_cap: float = 600.0
+    heartbeat_timeout: float = 30.0
+    schedule_interval: float = 0.25
+
+
+class JobExecutor:
+    def __init__(
+        self,
+        jobs: Mapping[str, JobFunction[Any, Any]],
+        store: JobStore,
+        settings: JobSettings,
+        clock: Clock,
+        worker: str = "",
+        app: str = "",
+    ) -> None:
+        self.jobs = dict(jobs)
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.app = app
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.worker = worker
+        self.finisher = Finisher(store, self.id, settings.results_ttl)
+        self.done = 0
+        self.failed = 0
+        self._running: set[asyncio.Task[None]] = set()
+        self._slot = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._pool: ThreadPoolExecutor | None = None
+        self._started = clock.now()
+
+    def __repr__(self) -> str:
+        return f"<JobExecutor {self.id}>"
+
+    def stop(self) -> None:
+        """Take no more jobs; running ones get the grace period (see :meth:`run`)."""
+        self._stopping.set()
+        self._slot.set()
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    # The life of an executor.
+
+    async def run(self) -> None:
+        await retrying(self.store.prepare, "preparing the job queue")
+        await retrying(self._beat, "registering the job executor")
+        log.info(
+            "job executor %s running %s (concurrency %d)",
+            self.id,
+            ", ".join(sorted(self.jobs)) or "no jobs",
+            self.settings.concurrency,
+        )
+        try:
+            async with asyncio.TaskGroup() as tg:
+                loops = [
+                    tg.create_task(self.finisher.run(), name="job-finisher"),
+                    tg.create_task(
+                        self._every(self._heartbeat_interval, self._beat), name="job-heartbeat"
+                    ),
+                    tg.create_task(
+                        self._every(self.settings.schedule_interval, self._promote),
+                        name="job-scheduler",
+                    ),
+                    tg.create_task(
+                        self._every(self.settings.heartbeat_timeout / 2, self._maintain, now=True),
+                        name="job-maintenance",
+                    ),
+                ]
+                await self._fetch(tg)
+                await self._finish_running()
+                self.finisher.close()
+                _, late = await asyncio.wait([loops[0]], timeout=self.settings.grace_period)
+                if late:
+                    log.warning(
+                        "%d job outcomes could not be recorded before stopping; the jobs "
+                        "run again elsewhere",
+                        self.finisher.pending,
+                    )
+                for task in loops:
+                    task.cancel()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+            try:
+                await self.store.leave(self.id)
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.warning("%r could not unregister (its heartbeat will expire): %r", self, exc)
+        log.info("job executor %s stopped (%d jobs run)", self.id, self.done)
+
+    async def _fetch(self, tg: asyncio.TaskGroup) -> None:
+        """Take jobs while slots are free, until stopped."""
+        backoff = Backoff()
+        limit = self.settings.concurrency
+        block = BLOCK_CAP_MS
+        while not self._stopping.is_set():
+            reraise_if_cancelled()
+            free = limit - len(self._running)
+            if free <= 0:
+                self._slot.clear()
+                await self._slot.wait()
+                continue
+            try:
+                taken = await self.store.take(self.id, free, block, self.clock)
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.warning("taking jobs failed, retrying in %.1fs: %r", backoff.delay, exc)
+                await backoff.sleep()
+                continue
+            backoff.reset()
+            if self._stopping.is_set():
+                # Taken as we were told to stop: straight back, as they were.
+                now = self.clock.now()
+                for d in taken:
+                    self.finisher.add(Outcome("release", d.ticket, d.id, now, uncount=True))
+                break
+            for delivery in taken:
+                task = tg.create_task(self._run(delivery), name=f"job-{delivery.id}")
+                self._running.add(task)
+                task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slot.set()
+
+    async def _finish_running(self) -> None:
+        """Let running jobs finish within the grace period; cancel the rest (each then goes
+        back to the queue, its try not counted)."""
+        if not self._running:
+            return
+        running = list(self._running)
+        log.info("waiting up to %ss for %d running jobs", self.settings.grace_period, len(running))
+        _, late = await asyncio.wait(running, timeout=self.settings.grace_period)
+        if late:
+            log.warning(
+                "%d jobs did not finish within %ss; cancelling them (they go back to the queue)",
+                len(late),
+                self.settings.grace_period,
+            )
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+
+    # One job.
+
+    async def _run(self, d: Delivery) -> None:
+        job = self.jobs.get(d.name)
+        if job is None:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            error = ErrorInfo(
+                "UnknownJob", f"no job named {d.name!r} in app {self.app!r} (known: {known})"
+            )
+            log.error("job %s: %s", d.id, error.message)
+            self.finisher.add(self._dead(d, error, result=d.results))
+            return
+        token = _current.set(JobContext(d.id, d.name, d.tries, d.retries))
+        try:
+            outcome = await self._attempt(job, d)
+        except asyncio.CancelledError:
+            # Cancelled by our graceful stop: back to the queue, this try not counted.
+            self.finisher.add(Outcome("release", d.ticket, d.id, self.clock.now(), uncount=True))
+            raise
+        finally:
+            _current.reset(token)
+        self.finisher.add(outcome)
+
+    async def _attempt(self, job: JobFunction[Any, Any], d: Delivery) -> Outcome:
+        try:
+            args, kwargs = codec.decode_arguments(job.serializer, d.payload)
+            if not job.signature.trivial:
+                args, kwargs = job.signature.convert(args, kwargs)
+        except (DecodeError, InvalidArguments) as exc:
+            # It would fail the same way every time: no retries.
+            log.error("job %s %s cannot run: %s", job.name, d.id, exc)
+            return self._dead(d, _error_info(exc), result=d.results)
+        try:
+            if job.timeout is None:
+                value = await self._call(job, args, kwargs)
+            else:
+                async with asyncio.timeout(job.timeout):
+                    value = await self._call(job, args, kwargs)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            return self._failure(job, d, ErrorInfo("CancelledError", "the job was cancelled"))
+        except TimeoutError as exc:
+            info = _error_info(exc)
+            if not info.message and job.timeout is not None:
+                info = ErrorInfo(
+                    "TimeoutError", f"did not finish within {job.timeout}s", info.traceback
+                )
+            return self._failure(job, d, info)
+        except Exception as exc:
+            return self._failure(job, d, _error_info(exc))
+        self.done += 1
+        try:
+            result = codec.result_item(job.serializer, value) if d.results else None
+        except Exception as exc:
+            log.error("job %s %s returned a value that cannot be stored: %r", job.name, d.id, exc)
+            error = ErrorInfo("EncodeError", f"cannot encode the return value: {exc}")
+            return self._dead(d, error, result=d.results)
+        return Outcome("success", d.ticket, d.id, self.clock.now(), result=result)
+
+    async def _call(self, job: JobFunction[Any, Any], args: Any, kwargs: dict[str, Any]) -> Any:
+        if job.is_async:
+            return await job.func(*args, **kwargs)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                self.settings.concurrency, thread_name_prefix="runnel-job"
+            )
+        call = functools.partial(job.func, *args, **kwargs)
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, context.run, call)
+
+    def _failure(self, job: JobFunction[Any, Any], d: Delivery, error: ErrorInfo) -> Outcome:
+        self.failed += 1
+        now = self.clock.now()
+        if d.tries <= d.retries:
+            delay = retry_delay(d.tries, self.settings.backoff_base, self.settings.backoff_cap)
+            log.warning(
+                "job %s %s failed (try %d of %d), retrying in %.1fs: %s\n%s",
+                job.name,
+                d.id,
+                d.tries,
+                d.retries + 1,
+                delay,
+                error.one_line(),
+                error.traceback,
+            )
+            return Outcome("retry", d.ticket, d.id, now, error=error, due=now + delay)
+        log.error(
+            "job %s %s failed (try %d of %d), giving up: %s\n%s",
+            job.name,
+            d.id,
+            d.tries,
+            d.retries + 1,
+            error.one_line(),
+            error.traceback,
+        )
+        return self._dead(d, error, result=d.results)
+
+    def _dead(self, d: Delivery | Abandoned, error: ErrorInfo, result: bool) -> Outcome:
+        item = codec.error_item(error) if result else None
+        return Outcome("dead", d.ticket, d.id, self.clock.now(), result=item, error=error)
+
+    # Background loops.
+
+    @property
+    def _heartbeat_interval(self) -> float:
+        return self.settings.heartbeat_timeout / 3
+
+    async def _every(self, interval: float, action: Any, now: bool = False) -> None:
+        """Run ``action`` every ``interval`` seconds; a failure is logged and tried again."""
+        if not now:
+            await asyncio.sleep(interval)
+        while True:
+            reraise_if_cancelled()
+            try:
+                await action()
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.warning("%r: %s failed: %r", self, action.__name__.strip("_"), exc)
+            await asyncio.sleep(interval)
+
+    async def _beat(self) -> None:
+        info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "worker": self.worker,
+            "concurrency": self.settings.concurrency,
+            "running": len(self._running),
+            "done": self.done,
+            "failed": self.failed,
+            "started": self._started,
+        }
+        await self.store.beat(self.id, info, self.settings.heartbeat_timeout)
+
+    async def _promote(self) -> None:
+        while await self.store.promote_due(self.clock.now(), PROMOTE_BATCH) >= PROMOTE_BATCH:
+            reraise_if_cancelled()
+
+    async def _maintain(self) -> None:
+        """Take back the jobs of executors whose heartbeat expired."""
+        for state in await self.store.executors():
+            if state.alive or state.id == self.id:
+                continue
+            await self._recover(state.id)
+
+    async def _recover(self, executor: str) -> None:
+        recovered = 0
+        while True:
+            abandoned = await self.store.abandoned(executor, RECOVER_BATCH)
+            if not abandoned:
+                break
+            outcomes = [self._abandoned(executor, a) for a in abandoned]
+            refused = await self.store.finish(
+                executor, outcomes, self.settings.results_ttl, only_if_dead=True
+            )
+            recovered += len(outcomes) - len(refused)
+            if len(refused) == len(outcomes):
+                break  # it is alive again, or another executor got there first
+        if await self.store.forget(executor) or recovered:
+            log.warning(
+                "job executor %s stopped beating; took back %d of its jobs", executor, recovered
+            )
+
+    def _abandoned(self, executor: str, a: Abandoned) -> Outcome:
+        now = self.clock.now()
+        if not a.started:
+            return Outcome("release", a.ticket, a.id, now)
+        error = ErrorInfo("WorkerLost", f"the worker running it stopped (executor {executor})")
+        if a.tries <= a.retries:
+            delay = retry_delay(a.tries, self.settings.backoff_base, self.settings.backoff_cap)
+            return Outcome("retry", a.ticket, a.id, now, error=error, due=now + delay)
+        log.error("job %s %s: its worker died on its last try; it is DEAD", a.name, a.id)
+        return self._dead(a, error, result=a.results)
+
+
+class Finisher:
+    """Records outcomes in batches: while one batch is being sent, the next gathers
+    (group commit), so jobs never wait on each other's bookkeeping. One batch is in
+    flight at a time; a failed send is tried again with backoff."""
+
+    def __init__(self, store: JobStore, executor: str, results_ttl: float) -> None:
+        self.store = store
+        self.executor = executor
+        self.results_ttl = results_ttl
+        self._pending: list[Outcome] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+
+    def add(self, outcome: Outcome) -> None:
+        self._pending.append(outcome)
+        self._wake.set()
+
+    def close(self) -> None:
+        """Return from :meth:`run` once everything added so far is recorded."""
+        self._closing = True
+        self._wake.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def run(self) -> None:
+        backoff = Backoff()
+        while True:
+            reraise_if_cancelled()
+            if not self._pending:
+                if self._closing:
+                    return
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            batch, self._pending = self._pending, []
+            try:
+                refused = await self.store.finish(self.executor, batch, self.results_ttl)
+            except Exception as exc:
+                reraise_if_cancelled()
+                self._pending = batch + self._pending
+                log.warning(
+                    "recording %d job outcomes failed, retrying in %.1fs: %r",
+                    len(batch),
+                    backoff.delay,
+                    exc,
+                )
+                await backoff.sleep()
+                continue
+            backoff.reset()
+            for job_id in refused:
+                log.warning(
+                    "job %s was taken back from this worker while it ran (presumed dead); "
+                    "its outcome here is dropped",
+                    job_id,
+                )
+
+
+def _error_info(exc: BaseException) -> ErrorInfo:
+    return ErrorInfo(
+        type=type(exc).__name__,
+        message=str(exc),
+        traceback="".join(traceback.format_exception(exc)),
+    )

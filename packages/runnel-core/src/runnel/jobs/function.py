@@ -1,0 +1,158 @@
+"""What ``@app.job`` makes of a function: still callable as before, plus ``delay``."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import uuid
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from runnel.exceptions import Misconfigured
+from runnel.jobs import codec
+from runnel.jobs.model import NewJob
+from runnel.jobs.result import JobResult, SyncJobResult
+from runnel.jobs.signature import Signature
+
+if TYPE_CHECKING:
+    from runnel.app import App
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MAX_ID_LENGTH = 200
+
+
+class JobFunction(Generic[P, R]):
+    """A function that can be enqueued: ``await f.delay(...)`` or ``f.delay_sync(...)``.
+
+    Calling it directly runs it inline, as before decoration.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        func: Callable[..., Any],
+        *,
+        name: str,
+        retries: int,
+        timeout: float | None,
+        serializer: str,
+    ) -> None:
+        self.app = app
+        self.func = func
+        self.name = name
+        self.retries = retries
+        self.timeout = timeout
+        self.codec = serializer
+        self.serializer = codec.serializer_named(serializer)
+        self.signature = Signature(func, name)
+        self.is_async = inspect.iscoroutinefunction(func)
+        functools.update_wrapper(self, func)
+
+    def __repr__(self) -> str:
+        return f"<Job {self.name}>"
+
+    async def delay(
+        self,
+        *args: Any,
+        countdown: float | None = None,
+        eta: datetime | None = None,
+        job_id: str | None = None,
+        **kwargs: Any,
+    ) -> JobResult[R]:
+        """Enqueue a call of this job; return once it is stored.
+
+        ``countdown`` (seconds) or ``eta`` (a datetime; naive means UTC) run it later.
+        ``job_id`` names the job: enqueuing an id that exists already enqueues nothing
+        and returns the existing job's handle. Arguments are checked against the
+        function's signature first (:class:`runnel.jobs.InvalidArguments`).
+        """
+        new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
+        await self.app.job_store.submit(new)
+        return JobResult(self.app, new.id, self)
+
+    def delay_sync(
+        self,
+        *args: Any,
+        countdown: float | None = None,
+        eta: datetime | None = None,
+        job_id: str | None = None,
+        **kwargs: Any,
+    ) -> SyncJobResult[R]:
+        """:meth:`delay` for synchronous code (no event loop needed); blocks until stored."""
+        new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
+        self.app.portal.call(lambda: self.app.job_store.submit(new))
+        return JobResult(self.app, new.id, self).sync()
+
+    def result(self, job_id: str) -> JobResult[R]:
+        """The handle of a job of this function enqueued earlier (by id)."""
+        return JobResult(self.app, job_id, self)
+
+    def prepare(
+        self,
+        args: tuple[Any, ...] | list[Any],
+        kwargs: dict[str, Any],
+        *,
+        countdown: float | None = None,
+        eta: datetime | None = None,
+        job_id: str | None = None,
+    ) -> NewJob:
+        """The job to store for this call (checked and encoded; nothing sent)."""
+        self.signature.check(args, kwargs)
+        now = self.app.clock.now()
+        if countdown is not None and eta is not None:
+            raise ValueError("give countdown or eta, not both")
+        due = None
+        if countdown is not None:
+            if countdown > 0:
+                due = now + float(countdown)
+        elif eta is not None:
+            when = eta.timestamp() if eta.tzinfo else eta.replace(tzinfo=UTC).timestamp()
+            if when > now:
+                due = when
+        if job_id is None:
+            job_id = uuid.uuid4().hex
+        elif not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LENGTH:
+            raise ValueError(f"job_id must be a non-empty string of at most {MAX_ID_LENGTH}")
+        return NewJob(
+            id=job_id,
+            name=self.name,
+            payload=codec.encode_arguments(self.serializer, self.name, tuple(args), kwargs),
+            codec=self.codec,
+            retries=self.retries,
+            results=self.app.settings.results_enabled,
+            created=now,
+            due=due,
+        )
+
+
+class AsyncJob(JobFunction[P, R]):
+    """A job whose function is ``async def``: awaited in the worker's event loop."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        return self.func(*args, **kwargs)  # type: ignore[no-any-return]
+
+
+class SyncJob(JobFunction[P, R]):
+    """A job whose function is a plain ``def``: run in a worker thread, never in the loop."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)  # type: ignore[no-any-return]
+
+
+def make_job(
+    app: App,
+    func: Callable[..., Any],
+    *,
+    name: str | None,
+    retries: int,
+    timeout: float | None,
+    serializer: str,
+) -> JobFunction[Any, Any]:
+    if not callable(func):
+        raise Misconfigured(f"@app.job needs a function, not {func!r}")
+    job_name = name or func.__name__
+    kind = AsyncJob if inspect.iscoroutinefunction(func) else SyncJob
+    return kind(app, func, name=job_name, retries=retries, timeout=timeout, serializer=serializer)

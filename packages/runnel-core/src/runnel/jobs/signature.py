@@ -1,0 +1,99 @@
+"""Checking a job's arguments against its function, and turning plain data back into the
+annotated types (``datetime``, records, ...), with pydantic.
+
+Arguments are checked twice: when enqueued (so a bad call fails in the caller, and
+nothing is enqueued) and on the worker after decoding (where JSON's strings and dicts
+become the annotated types again).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from runnel.exceptions import Misconfigured
+from runnel.jobs.model import InvalidArguments
+
+RESERVED = ("countdown", "eta", "job_id")
+"""Keywords ``delay()`` takes for itself, so a job function cannot have them."""
+
+
+class Signature:
+    """The parameters of one job function and how to validate arguments for it."""
+
+    def __init__(self, func: Callable[..., Any], name: str) -> None:
+        self.name = name
+        self.signature = inspect.signature(func)
+        clash = [p for p in self.signature.parameters if p in RESERVED]
+        if clash:
+            raise Misconfigured(
+                f"job {name!r}: parameter {clash[0]!r} is reserved by delay() "
+                f"({', '.join(RESERVED)}); rename it"
+            )
+        try:
+            hints = typing.get_type_hints(func)
+        except Exception:  # an annotation that cannot be resolved: take values as they come
+            hints = {}
+        self.adapters: dict[str, TypeAdapter[Any]] = {}
+        for param in self.signature.parameters.values():
+            hint = hints.get(param.name, Any)
+            if hint is not Any:
+                self.adapters[param.name] = TypeAdapter(hint)
+        self.result: TypeAdapter[Any] | None = None
+        returned = hints.get("return", Any)
+        if returned not in (Any, None, type(None)):
+            self.result = TypeAdapter(returned)
+        self.trivial = not self.adapters
+        """Nothing to convert: the worker calls the function with what it decoded."""
+
+    def check(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> None:
+        """Raise :class:`InvalidArguments` unless ``f(*args, **kwargs)`` would bind and every
+        annotated argument validates."""
+        self.convert(args, kwargs)
+
+    def convert(
+        self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments bound to the signature and validated into their annotated types."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidArguments(f"job {self.name!r}: {exc}") from None
+        if self.trivial:
+            return bound.args, bound.kwargs
+        values = bound.arguments
+        for pname, adapter in self.adapters.items():
+            if pname not in values:
+                continue
+            kind = self.signature.parameters[pname].kind
+            try:
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    values[pname] = tuple(adapter.validate_python(v) for v in values[pname])
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    values[pname] = {
+                        k: adapter.validate_python(v) for k, v in values[pname].items()
+                    }
+                else:
+                    values[pname] = adapter.validate_python(values[pname])
+            except ValidationError as exc:
+                raise InvalidArguments(
+                    f"job {self.name!r}: argument {pname!r}: {_first_error(exc)}"
+                ) from None
+        return bound.args, bound.kwargs
+
+    def read_result(self, value: Any) -> Any:
+        """A decoded return value as the annotated return type (if any)."""
+        if self.result is None:
+            return value
+        return self.result.validate_python(value)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err["loc"])
+    message = err["msg"][:1].lower() + err["msg"][1:]
+    return f"{where}: {message}" if where else message

@@ -1,0 +1,28 @@
+-- Enqueue jobs: each onto the queue, or onto the schedule when it is due later; status SENT.
+-- A job whose id exists already (in any status) is left as it is.
+-- KEYS[1] queue stream, KEYS[2] schedule.
+-- ARGV[1] key prefix (__jobs:{app}.), then 8 values per job:
+--   id, name, payload, codec, retries, results (1|0), created (ms), due (ms; '' = now)
+-- Returns 1 per job enqueued, 0 per job that existed.
+local prefix = ARGV[1]
+local out = {}
+for i = 2, #ARGV, 8 do
+  local id = ARGV[i]
+  local key = prefix .. 'job.' .. id
+  if redis.call('EXISTS', key) == 1 then
+    out[#out + 1] = 0
+  else
+    local due = ARGV[i + 7]
+    redis.call('HSET', key, 'name', ARGV[i + 1], 'status', 'SENT', 'payload', ARGV[i + 2],
+      'codec', ARGV[i + 3], 'retries', ARGV[i + 4], 'results', ARGV[i + 5], 'tries', 0,
+      'created', ARGV[i + 6])
+    if due == '' then
+      redis.call('XADD', KEYS[1], '*', 'id', id)
+    else
+      redis.call('HSET', key, 'due', due)
+      redis.call('ZADD', KEYS[2], due, id)
+    end
+    out[#out + 1] = 1
+  end
+end
+return out

@@ -1,0 +1,67 @@
+-- Record how deliveries ended, each together with its removal from the queue (XACK and
+-- XDEL), so the queue holds only unfinished work and no step can be half done.
+-- KEYS[1] queue stream, KEYS[2] schedule, KEYS[3] dead letters, KEYS[4] results index.
+-- ARGV[1] key prefix, ARGV[2] group, ARGV[3] results ttl (ms), ARGV[4] now (ms),
+-- ARGV[5] a heartbeat key that must be absent ('' for none: recovery on behalf of a
+-- dead executor is refused whole if it beats again), then 6 values per outcome:
+--   kind, entry, job id, at (ms), a, b
+--   s(uccess): a = result item ('' keeps none)
+--   r(etry):   a = due (ms), b = error (JSON)
+--   d(ead):    a = result item telling the failure ('' keeps none), b = error (JSON)
+--   q(ueue):   back to the queue as it was; a = '1' takes back the counted try
+-- A delivery that is no longer pending (taken back, or finished already) is refused.
+-- Returns the job ids refused.
+local refused = {}
+if ARGV[5] ~= '' and redis.call('EXISTS', ARGV[5]) == 1 then
+  for i = 6, #ARGV, 6 do refused[#refused + 1] = ARGV[i + 2] end
+  return refused
+end
+local prefix, group, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local queue = KEYS[1]
+for i = 6, #ARGV, 6 do
+  local kind, entry, id, at, a, b =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  if redis.call('XACK', queue, group, entry) == 0 then
+    refused[#refused + 1] = id
+  else
+    redis.call('XDEL', queue, entry)
+    local key = prefix .. 'job.' .. id
+    if redis.call('EXISTS', key) == 1 then
+      if kind == 's' then
+        redis.call('HSET', key, 'status', 'SUCCESS', 'finished', at)
+        redis.call('HDEL', key, 'error')
+        if a ~= '' then
+          local rkey = prefix .. 'result.' .. id
+          redis.call('DEL', rkey)
+          redis.call('RPUSH', rkey, a)
+          redis.call('PEXPIRE', rkey, ttl)
+          redis.call('ZADD', KEYS[4], tonumber(at) + ttl, id)
+        end
+        redis.call('PEXPIRE', key, ttl)
+      elseif kind == 'r' then
+        redis.call('HSET', key, 'status', 'RETRY', 'finished', at, 'error', b, 'due', a)
+        redis.call('ZADD', KEYS[2], a, id)
+      elseif kind == 'd' then
+        redis.call('HSET', key, 'status', 'DEAD', 'finished', at, 'error', b)
+        local e = cjson.decode(b)
+        local line = e['type']
+        if e['message'] and e['message'] ~= '' then line = line .. ': ' .. e['message'] end
+        redis.call('XADD', KEYS[3], '*', 'id', id, 'name', redis.call('HGET', key, 'name'),
+          'error', line)
+        if a ~= '' then
+          local rkey = prefix .. 'result.' .. id
+          redis.call('DEL', rkey)
+          redis.call('RPUSH', rkey, a)
+        end
+      else
+        if a == '1' then
+          local tries = redis.call('HINCRBY', key, 'tries', -1)
+          redis.call('HSET', key, 'status', tries > 0 and 'RETRY' or 'SENT')
+        end
+        redis.call('XADD', queue, '*', 'id', id)
+      end
+    end
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[4])
+return refused

@@ -1,0 +1,50 @@
+-- Take jobs for one executor and start them: status EXECUTING, the try counted, in the
+-- same step as the read, so a job is never held without its status saying so.
+-- KEYS[1] queue stream.
+-- ARGV[1] key prefix, ARGV[2] group, ARGV[3] executor (its consumer name), ARGV[4] now (ms),
+-- ARGV[5] how many; then, when the executor has just read entries itself (a blocking
+-- read, which scripts cannot do), their entry id and job id pairs, to start those.
+-- Returns 8 values per job started:
+--   entry, id, name, payload, codec, tries, retries, results
+local queue, group, executor, now = KEYS[1], ARGV[2], ARGV[3], ARGV[4]
+local pairs_ = {}
+if #ARGV > 5 then
+  for i = 6, #ARGV, 2 do
+    pairs_[#pairs_ + 1] = {ARGV[i], ARGV[i + 1]}
+  end
+else
+  local reply = redis.call('XREADGROUP', 'GROUP', group, executor, 'COUNT', ARGV[5],
+    'STREAMS', queue, '>')
+  if reply then
+    for _, entry in ipairs(reply[1][2]) do
+      local fields, id = entry[2], false
+      for j = 1, #fields, 2 do
+        if fields[j] == 'id' then id = fields[j + 1] end
+      end
+      pairs_[#pairs_ + 1] = {entry[1], id}
+    end
+  end
+end
+local out = {}
+for _, pair in ipairs(pairs_) do
+  local entry, id = pair[1], pair[2]
+  local key = id and (ARGV[1] .. 'job.' .. id)
+  if not key or redis.call('EXISTS', key) == 0 then
+    -- Purged while queued (or not a job entry): nothing to run.
+    redis.call('XACK', queue, group, entry)
+    redis.call('XDEL', queue, entry)
+  else
+    local tries = redis.call('HINCRBY', key, 'tries', 1)
+    redis.call('HSET', key, 'status', 'EXECUTING', 'started', now, 'executor', executor)
+    local f = redis.call('HMGET', key, 'name', 'payload', 'codec', 'retries', 'results')
+    out[#out + 1] = entry
+    out[#out + 1] = id
+    out[#out + 1] = f[1]
+    out[#out + 1] = f[2]
+    out[#out + 1] = f[3]
+    out[#out + 1] = tries
+    out[#out + 1] = f[4]
+    out[#out + 1] = f[5]
+  end
+end
+return out
