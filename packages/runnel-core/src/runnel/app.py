@@ -41,7 +41,9 @@ class _JobDecorator(Protocol):
     """What ``@app.job(...)`` with options returns."""
 
     @overload
-    def __call__(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncJob[P, R]: ...
+    def __call__(  # type: ignore[overload-overlap]
+        self, func: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> AsyncJob[P, R]: ...
 
     @overload
     def __call__(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
@@ -245,7 +247,9 @@ class App:
         return decorate
 
     @overload
-    def job(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncJob[P, R]: ...
+    def job(  # type: ignore[overload-overlap]
+        self, func: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> AsyncJob[P, R]: ...
 
     @overload
     def job(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
@@ -253,6 +257,8 @@ class App:
     @overload
     def job(
         self,
+        func: None = None,
+        /,
         *,
         retries: int | None = None,
         timeout: float | None = None,

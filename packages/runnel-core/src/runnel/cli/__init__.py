@@ -8,6 +8,7 @@ import click
 
 from runnel import __version__
 from runnel.cli.common import load_plugins, plugin_option
+from runnel.cli.jobs import jobs
 from runnel.cli.plugins import plugins
 from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
@@ -19,7 +20,7 @@ from runnel.cli.worker import worker
 @click.version_option(__version__, prog_name="runnel")
 @plugin_option
 def cli(plugins: tuple[str, ...]) -> None:
-    """Runnel: partitioned, ordered event processing on Redis Streams."""
+    """Runnel: partitioned, ordered event processing and a job queue on Redis Streams."""
     # main() loaded these already, so that their commands exist; this covers other callers.
     load_plugins(plugins)
 
@@ -40,6 +41,7 @@ cli.add_command(sendmany)
 cli.add_command(processor)
 cli.add_command(status)
 cli.add_command(plugins)
+cli.add_command(jobs)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from runnel.app import App
 from runnel.exceptions import RunnelError
 from runnel.imports import import_object
+from runnel.jobs.function import JobFunction
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor
 from runnel.stream import Stream
@@ -37,7 +38,7 @@ def load_plugins(plugins: tuple[str, ...]) -> None:
 
 
 def load(target: str, kind: type[T]) -> T:
-    """Import ``MODULE:NAME`` and check it is an App, Stream or processor."""
+    """Import ``MODULE:NAME`` and check it is an App, Stream, processor or job."""
     try:
         obj = import_object(target)
     except RunnelError as exc:
@@ -50,7 +51,7 @@ def load(target: str, kind: type[T]) -> T:
     if kind is Processor:
         obj = getattr(obj, "__runnel_processor__", obj)
     if not isinstance(obj, kind):
-        names = {App: "an App", Stream: "a Stream", Processor: "a processor"}
+        names = {App: "an App", Stream: "a Stream", Processor: "a processor", JobFunction: "a job"}
         raise click.ClickException(
             f"{target} is {type(obj).__name__}, not {names.get(kind, kind.__name__)}"
         )

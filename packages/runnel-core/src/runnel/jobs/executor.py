@@ -19,6 +19,7 @@ functions in a thread pool of that size, so they never block the loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread
 import contextvars
 import functools
 import logging
@@ -227,9 +228,10 @@ class JobExecutor:
 
     async def _attempt(self, job: JobFunction[Any, Any], d: Delivery) -> Outcome:
         try:
-            args, kwargs = codec.decode_arguments(job.serializer, d.payload)
+            decoded, kwargs = codec.decode_arguments(job.serializer, d.payload)
+            args: tuple[Any, ...] | list[Any] = decoded
             if not job.signature.trivial:
-                args, kwargs = job.signature.convert(args, kwargs)
+                args, kwargs = job.signature.convert(decoded, kwargs)
         except (DecodeError, InvalidArguments) as exc:
             # It would fail the same way every time: no retries.
             log.error("job %s %s cannot run: %s", job.name, d.id, exc)
@@ -438,8 +440,16 @@ class Finisher:
 
 
 def _error_info(exc: BaseException) -> ErrorInfo:
-    return ErrorInfo(
-        type=type(exc).__name__,
-        message=str(exc),
-        traceback="".join(traceback.format_exception(exc)),
-    )
+    return ErrorInfo(type=type(exc).__name__, message=str(exc), traceback=_user_traceback(exc))
+
+
+_OURS = (__file__, concurrent.futures.thread.__file__)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback from the job's own code down: the frames of this module and of the
+    thread pool that called it say nothing about the failure."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in _OURS:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))

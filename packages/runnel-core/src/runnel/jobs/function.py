@@ -7,7 +7,7 @@ import inspect
 import uuid
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast
 
 from runnel.exceptions import Misconfigured
 from runnel.jobs import codec
@@ -49,7 +49,7 @@ class JobFunction(Generic[P, R]):
         self.serializer = codec.serializer_named(serializer)
         self.signature = Signature(func, name)
         self.is_async = inspect.iscoroutinefunction(func)
-        functools.update_wrapper(self, func)
+        functools.update_wrapper(cast(Any, self), func)
 
     def __repr__(self) -> str:
         return f"<Job {self.name}>"
@@ -132,14 +132,14 @@ class AsyncJob(JobFunction[P, R]):
     """A job whose function is ``async def``: awaited in the worker's event loop."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
-        return self.func(*args, **kwargs)  # type: ignore[no-any-return]
+        return self.func(*args, **kwargs)
 
 
 class SyncJob(JobFunction[P, R]):
     """A job whose function is a plain ``def``: run in a worker thread, never in the loop."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.func(*args, **kwargs)  # type: ignore[no-any-return]
+        return self.func(*args, **kwargs)
 
 
 def make_job(

@@ -81,8 +81,8 @@ class JobResult(Generic[R]):
         if not ok:
             raise JobFailed(self.id, value.type, value.message)
         if self.job is not None:
-            return self.job.signature.read_result(value)  # type: ignore[no-any-return]
-        return value  # type: ignore[no-any-return]
+            return self.job.signature.read_result(value)
+        return value
 
     def sync(self) -> SyncJobResult[R]:
         """The same handle with blocking methods, for code without an event loop."""

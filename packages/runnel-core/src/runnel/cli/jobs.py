@@ -1,0 +1,373 @@
+"""``runnel jobs ...``: look into an app's job queue, enqueue a job, handle dead letters."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+import orjson
+
+from runnel.app import App
+from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.jobs import codec
+from runnel.jobs.function import JobFunction
+from runnel.jobs.model import (
+    DeadLetter,
+    InvalidArguments,
+    JobFailed,
+    JobRecord,
+    QueueCounts,
+    ResultsDisabled,
+    Timeout,
+)
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+@click.group()
+def jobs() -> None:
+    """The app's job queue: counts, one job, dead letters; enqueue a job."""
+
+
+# runnel jobs info
+
+
+@jobs.command()
+@click.argument("target", metavar="MODULE:APP")
+@json_option
+@plugin_option
+def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
+    """How many jobs are queued, executing, scheduled and dead; results kept; the job
+    executors (alive or not) and what each runs."""
+    load_plugins(plugins)
+    app = load(target, App)
+
+    async def gather() -> tuple[QueueCounts, list[Any]]:
+        store = app.job_store
+        return await store.counts(app.clock.now()), await store.executors()
+
+    counts, executors = run(gather(), app)
+    now = app.clock.now()
+    report: dict[str, Any] = {
+        "app": app.name,
+        "jobs": sorted(app.jobs),
+        "queued": counts.queued,
+        "executing": counts.executing,
+        "scheduled": counts.scheduled,
+        "next_due": _iso(counts.next_due),
+        "dead": counts.dead,
+        "results": counts.results,
+        "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
+    }
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(f"app {app.name}   jobs: {', '.join(report['jobs']) or '-'}")
+    due = ""
+    if counts.next_due is not None:
+        due = f"   (next due {_ago(counts.next_due, now)})"
+    click.echo(f"  queued     {counts.queued:>8}")
+    click.echo(f"  executing  {counts.executing:>8}")
+    click.echo(f"  scheduled  {counts.scheduled:>8}{due}")
+    click.echo(f"  dead       {counts.dead:>8}")
+    click.echo(f"  results    {counts.results:>8}")
+    alive = sum(1 for e in executors if e.alive)
+    click.echo(
+        f"executors: {alive} alive"
+        + (f", {len(executors) - alive} not beating" if len(executors) > alive else "")
+    )
+    for e in executors:
+        i = e.info
+        state = "alive" if e.alive else "NOT BEATING"
+        click.echo(
+            f"  {e.id}  {i.get('host', '?')} pid {i.get('pid', '?')}  {state}  "
+            f"running {i.get('running', '?')}/{i.get('concurrency', '?')}  "
+            f"succeeded {i.get('done', '?')}  failed {i.get('failed', '?')}"
+        )
+
+
+# runnel jobs show
+
+
+@jobs.command()
+@click.argument("target", metavar="MODULE:APP")
+@click.argument("job_id", metavar="JOB_ID")
+@json_option
+@plugin_option
+def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> None:
+    """Everything kept of one job: status, tries, times, arguments, error, result."""
+    load_plugins(plugins)
+    app = load(target, App)
+    record = run(app.job_store.job(job_id), app)
+    if record is None:
+        raise click.ClickException(f"no job with id {job_id!r} in app {app.name}")
+    report = _describe(record)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, default=str))
+        return
+    for key in ("id", "name", "status"):
+        click.echo(f"{key + ':':<10} {report[key]}")
+    click.echo(f"{'tries:':<10} {record.tries} of {record.retries + 1}")
+    for key in ("created", "due", "started", "finished"):
+        if report[key]:
+            click.echo(f"{key + ':':<10} {report[key]}")
+    if record.executor:
+        click.echo(f"{'executor:':<10} {record.executor}")
+    click.echo(f"{'args:':<10} {_json_text(report['args'])}")
+    if report["kwargs"]:
+        click.echo(f"{'kwargs:':<10} {_json_text(report['kwargs'])}")
+    if record.error is not None:
+        click.echo(f"{'error:':<10} {record.error.one_line()}")
+        if record.error.traceback:
+            click.echo(record.error.traceback.rstrip())
+    if "result" in report:
+        click.echo(f"{'result:':<10} {_json_text(report['result'])}")
+
+
+def _describe(record: JobRecord) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "id": record.id,
+        "name": record.name,
+        "status": str(record.status),
+        "tries": record.tries,
+        "retries": record.retries,
+        "created": _iso(record.created),
+        "due": _iso(record.due),
+        "started": _iso(record.started),
+        "finished": _iso(record.finished),
+        "executor": record.executor,
+        "codec": record.codec,
+        "args": None,
+        "kwargs": None,
+        "error": None,
+    }
+    try:
+        serializer = codec.serializer_named(record.codec)
+        args, kwargs = codec.decode_arguments(serializer, record.payload)
+        report["args"], report["kwargs"] = args, kwargs
+    except Exception as exc:
+        report["args"] = f"<cannot decode: {exc}>"
+        serializer = None
+    if record.error is not None:
+        report["error"] = {
+            "type": record.error.type,
+            "message": record.error.message,
+            "traceback": record.error.traceback,
+        }
+    if record.result is not None and serializer is not None:
+        ok, value = codec.read_item(serializer, record.result)
+        if ok:
+            report["result"] = value
+    return report
+
+
+# runnel jobs send
+
+
+@jobs.command()
+@click.argument("target", metavar="MODULE:JOB")
+@click.argument("args_json", metavar="ARGS_JSON", default="[]")
+@click.argument("kwargs_json", metavar="[KWARGS_JSON]", default="{}")
+@click.option("--countdown", type=float, default=None, metavar="SECONDS", help="Run it later.")
+@click.option(
+    "--job-id", default=None, help="Name the job (an id that exists is not enqueued again)."
+)
+@click.option(
+    "--wait",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Wait this long for the result and print it as JSON.",
+)
+@plugin_option
+def send(
+    target: str,
+    args_json: str,
+    kwargs_json: str,
+    countdown: float | None,
+    job_id: str | None,
+    wait: float | None,
+    plugins: tuple[str, ...],
+) -> None:
+    """Enqueue a call of the job MODULE:JOB with arguments given as a JSON array (and
+    keyword arguments as a JSON object); print its id.
+
+    The arguments are checked against the job's signature first: on a mistake nothing
+    is enqueued.
+    """
+    load_plugins(plugins)
+    job = load(target, JobFunction)
+    args = _parse(args_json, "ARGS_JSON", list, "a JSON array")
+    kwargs = _parse(kwargs_json, "KWARGS_JSON", dict, "a JSON object")
+    if countdown is not None and countdown < 0:
+        raise click.ClickException("--countdown must be >= 0 seconds")
+    try:
+        new = job.prepare(args, kwargs, countdown=countdown, job_id=job_id)
+    except (InvalidArguments, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    app = job.app
+
+    async def enqueue() -> tuple[bool, Any]:
+        added = await app.job_store.submit(new)
+        if wait is None:
+            return added, None
+        click.echo(new.id)
+        try:
+            return added, await job.result(new.id).get(timeout=wait)
+        except JobFailed as exc:
+            raise click.ClickException(f"job {new.id} failed: {exc}") from None
+        except (Timeout, ResultsDisabled) as exc:
+            raise click.ClickException(str(exc)) from None
+
+    added, value = run(enqueue(), app)
+    if wait is None:
+        click.echo(new.id)
+    if not added:
+        click.echo(f"a job with id {new.id!r} exists already: not enqueued again", err=True)
+    if wait is not None:
+        click.echo(orjson.dumps(value, default=str).decode())
+
+
+_JSON_NAMES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+def _parse(text: str, what: str, kind: type, named: str) -> Any:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise click.ClickException(f"{what}: malformed JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise click.ClickException(
+            f"{what} must be {named}, not {_JSON_NAMES.get(type(value), 'a value')}: "
+            f"{text.strip()[:40]}"
+        )
+    return value
+
+
+# runnel jobs dead ...
+
+
+@jobs.group()
+def dead() -> None:
+    """Jobs that failed every try: list them, replay them, or purge them."""
+
+
+def _filters(fn: Any) -> Any:
+    fn = click.option(
+        "--job", "job_name", default=None, metavar="NAME", help="Only jobs of this name."
+    )(fn)
+    fn = click.option(
+        "--id", "job_ids", multiple=True, metavar="ID", help="Only this job (repeatable)."
+    )(fn)
+    return fn
+
+
+async def _select(app: App, job_name: str | None, job_ids: tuple[str, ...]) -> list[DeadLetter]:
+    letters = await app.job_store.dead_letters()
+    chosen = [
+        d
+        for d in letters
+        if (job_name is None or d.name == job_name) and (not job_ids or d.id in job_ids)
+    ]
+    missing = sorted(set(job_ids) - {d.id for d in chosen})
+    if missing:
+        raise click.ClickException(
+            f"no dead job with id {', '.join(repr(m) for m in missing)}"
+            + (f" named {job_name!r}" if job_name else "")
+            + f" in app {app.name}"
+        )
+    return chosen
+
+
+@dead.command("list")
+@click.argument("target", metavar="MODULE:APP")
+@_filters
+@json_option
+@plugin_option
+def dead_list(
+    target: str,
+    job_name: str | None,
+    job_ids: tuple[str, ...],
+    as_json: bool,
+    plugins: tuple[str, ...],
+) -> None:
+    """The dead jobs, oldest first: when each died, its id, name and last error."""
+    load_plugins(plugins)
+    app = load(target, App)
+    letters = run(_select(app, job_name, job_ids), app)
+    if as_json:
+        rows = [{"id": d.id, "name": d.name, "error": d.error, "died": _iso(d.at)} for d in letters]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not letters:
+        click.echo("no dead jobs")
+        return
+    for d in letters:
+        click.echo(f"{_iso(d.at)}  {d.id}  {d.name}  {d.error}")
+
+
+@dead.command()
+@click.argument("target", metavar="MODULE:APP")
+@_filters
+@plugin_option
+def replay(
+    target: str, job_name: str | None, job_ids: tuple[str, ...], plugins: tuple[str, ...]
+) -> None:
+    """Enqueue the dead jobs again, tries reset (all of them, or those chosen)."""
+    load_plugins(plugins)
+    app = load(target, App)
+
+    async def go() -> int:
+        letters = await _select(app, job_name, job_ids)
+        return await app.job_store.replay(letters, app.clock.now())
+
+    click.echo(f"replayed {run(go(), app)} dead jobs")
+
+
+@dead.command()
+@click.argument("target", metavar="MODULE:APP")
+@_filters
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@plugin_option
+def purge(
+    target: str,
+    job_name: str | None,
+    job_ids: tuple[str, ...],
+    yes: bool,
+    plugins: tuple[str, ...],
+) -> None:
+    """Delete the dead jobs for good (all of them, or those chosen); asks first."""
+    load_plugins(plugins)
+    app = load(target, App)
+    letters = run(_select(app, job_name, job_ids), app)
+    if not letters:
+        click.echo("no dead jobs")
+        return
+    if not yes:
+        click.confirm(f"Purge {len(letters)} dead jobs of app {app.name}?", abort=True)
+    click.echo(f"purged {run(app.job_store.purge(letters), app)} dead jobs")
+
+
+def _iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
+def _ago(when: float, now: float) -> str:
+    delta = when - now
+    return f"in {delta:.1f}s" if delta >= 0 else f"{-delta:.1f}s ago"
+
+
+def _json_text(value: Any) -> str:
+    return orjson.dumps(value, default=str).decode()
