@@ -1,4 +1,5 @@
-"""``python -m benchmarks [throughput|latency|memory|scaling|codecs|profile] [--events N]``
+"""``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|codecs|profile]
+[--events N]``
 
 Without a name, the whole suite (throughput, latency, memory, scaling) against one private
 redis-server, then one table: every figure next to a plain redis-py loop doing the same
@@ -14,7 +15,7 @@ import platform
 
 import redis
 
-from benchmarks import latency, memory, scaling, throughput
+from benchmarks import jobs, latency, memory, scaling, throughput
 from benchmarks.common import Row, git_state, server, table
 
 SUITE = {
@@ -23,6 +24,11 @@ SUITE = {
     "memory": memory.run,
     "scaling": scaling.run,
 }
+OTHERS = {
+    "jobs": jobs.run,
+    "processes": jobs.processes_run,
+}
+"""Run on their own, with a table of their own (the job queue's peers are arq and saq)."""
 
 
 def header(url: str) -> str:
@@ -42,7 +48,7 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("which", nargs="?", choices=[*SUITE, "codecs", "profile"])
+    parser.add_argument("which", nargs="?", choices=[*SUITE, *OTHERS, "codecs", "profile"])
     parser.add_argument("case", nargs="?", help="profile: records or take")
     parser.add_argument("--events", type=int, help="backlog or events (each has a default)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per throughput figure")
@@ -57,7 +63,7 @@ def main() -> None:
 
         profiling.run(args.case or "records", args.events)
         return
-    chosen = {args.which: SUITE[args.which]} if args.which else SUITE
+    chosen = {args.which: {**SUITE, **OTHERS}[args.which]} if args.which else SUITE
     rows: list[Row] = []
     with server() as url:
         print(header(url), flush=True)

@@ -37,7 +37,7 @@ from runnel.jobs.model import (
     QueueCounts,
 )
 from runnel.jobs.store import JobStore
-from runnel_redis import keys
+from runnel_redis import keys, resp
 
 _KINDS = {"success": b"s", "retry": b"r", "dead": b"d", "release": b"q"}
 
@@ -66,7 +66,10 @@ class RedisJobStore(JobStore):
         self.results_index = keys.job_results_index(app)
         self.registry = keys.job_executors(app)
         self.group = keys.JOB_GROUP
-        script = client.register_script
+
+        def script(text: str) -> resp.Script:
+            return resp.Script(client, text)
+
         self._enqueue = script(_lua("job_enqueue"))
         self._take = script(_lua("job_take"))
         self._finish = script(_lua("job_finish"))

@@ -7,11 +7,12 @@ their constant parts are packed once (:func:`arguments`) and joined to what chan
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 Arg = bytes | str | int | float
 
@@ -74,3 +75,24 @@ async def exchange(client: aioredis.Redis, packed: bytes, replies: int) -> list[
         if not clean:
             await conn.disconnect()
         await pool.release(conn)
+
+
+class Script:
+    """A Lua script called by EVALSHA with its constant parts packed once; sent whole
+    (EVAL, which also caches it again) if the server no longer knows it."""
+
+    def __init__(self, client: aioredis.Redis, text: str) -> None:
+        self.client = client
+        self.text = text
+        self._evalsha = arguments(("EVALSHA", hashlib.sha1(text.encode()).hexdigest()))
+        self._eval = arguments(("EVAL", text))
+
+    async def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        head = header(3 + len(keys) + len(args))
+        tail = arguments((len(keys), *keys)) + arguments(args)
+        [reply] = await exchange(self.client, head + self._evalsha + tail, 1)
+        if isinstance(reply, NoScriptError):
+            [reply] = await exchange(self.client, head + self._eval + tail, 1)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply

@@ -84,6 +84,8 @@ class JobExecutor:
         self.done = 0
         self.failed = 0
         self._running: set[asyncio.Task[None]] = set()
+        self._held = 0
+        """Slots in use: jobs running, and jobs asked for by a take in flight."""
         self._slot = asyncio.Event()
         self._stopping = asyncio.Event()
         self._pool: ThreadPoolExecutor | None = None
@@ -151,31 +153,43 @@ class JobExecutor:
         log.info("job executor %s stopped (%d jobs run)", self.id, self.done)
 
     async def _fetch(self, tg: asyncio.TaskGroup) -> None:
-        """Take jobs while slots are free, until stopped."""
+        """Take jobs while slots are free, until stopped: two lanes, each asking for at most
+        half the slots, so that Redis prepares one batch while the other batch runs."""
+        async with asyncio.TaskGroup() as lanes:
+            for n in range(2):
+                lanes.create_task(self._lane(tg), name=f"job-fetch-{n}")
+
+    async def _lane(self, tg: asyncio.TaskGroup) -> None:
         backoff = Backoff()
         limit = self.settings.concurrency
-        block = BLOCK_CAP_MS
+        share = max(1, (limit + 1) // 2)
         while not self._stopping.is_set():
             reraise_if_cancelled()
-            free = limit - len(self._running)
-            if free <= 0:
+            want = min(limit - self._held, share)
+            if want <= 0:
                 self._slot.clear()
                 await self._slot.wait()
                 continue
+            self._held += want  # reserved while asking, so the other lane asks for the rest
             try:
-                taken = await self.store.take(self.id, free, block, self.clock)
+                taken = await self.store.take(self.id, want, BLOCK_CAP_MS, self.clock)
             except Exception as exc:
+                self._held -= want
                 reraise_if_cancelled()
                 log.warning("taking jobs failed, retrying in %.1fs: %r", backoff.delay, exc)
                 await backoff.sleep()
                 continue
+            finally:
+                self._slot.set()  # the other lane may ask for what this one did not get
+            self._held -= want - len(taken)
             backoff.reset()
             if self._stopping.is_set():
                 # Taken as we were told to stop: straight back, as they were.
                 now = self.clock.now()
                 for d in taken:
+                    self._held -= 1
                     self.finisher.add(Outcome("release", d.ticket, d.id, now, uncount=True))
-                break
+                return
             for delivery in taken:
                 task = tg.create_task(self._run(delivery), name=f"job-{delivery.id}")
                 self._running.add(task)
@@ -183,6 +197,7 @@ class JobExecutor:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
+        self._held -= 1
         self._slot.set()
 
     async def _finish_running(self) -> None:

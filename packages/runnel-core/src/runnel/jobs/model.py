@@ -102,7 +102,7 @@ class NewJob:
     """When to run it; ``None`` means now (straight onto the queue, not the schedule)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delivery:
     """A job a worker has taken: its status is EXECUTING and this try is counted."""
 
@@ -121,7 +121,7 @@ class Delivery:
 OutcomeKind = Literal["success", "retry", "dead", "release"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """How a delivery ended, to be recorded atomically with its removal from the queue.
 

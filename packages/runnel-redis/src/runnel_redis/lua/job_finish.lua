@@ -26,13 +26,14 @@ for i = 6, #ARGV, 6 do
   else
     redis.call('XDEL', queue, entry)
     local key = prefix .. 'job.' .. id
-    if redis.call('EXISTS', key) == 1 then
+    -- A job purged while it ran is not brought back to life by its outcome.
+    if redis.call('HEXISTS', key, 'name') == 1 then
       if kind == 's' then
         redis.call('HSET', key, 'status', 'SUCCESS', 'finished', at)
-        redis.call('HDEL', key, 'error')
+        redis.call('HDEL', key, 'error')  -- an earlier try's
         if a ~= '' then
+          -- A fresh key: a result is stored once per job (a replay deletes the old one).
           local rkey = prefix .. 'result.' .. id
-          redis.call('DEL', rkey)
           redis.call('RPUSH', rkey, a)
           redis.call('PEXPIRE', rkey, ttl)
           redis.call('ZADD', KEYS[4], tonumber(at) + ttl, id)

@@ -29,14 +29,15 @@ local out = {}
 for _, pair in ipairs(pairs_) do
   local entry, id = pair[1], pair[2]
   local key = id and (ARGV[1] .. 'job.' .. id)
-  if not key or redis.call('EXISTS', key) == 0 then
+  local f = key and redis.call('HMGET', key, 'name', 'payload', 'codec', 'retries', 'results', 'tries')
+  if not f or not f[1] then
     -- Purged while queued (or not a job entry): nothing to run.
     redis.call('XACK', queue, group, entry)
     redis.call('XDEL', queue, entry)
   else
-    local tries = redis.call('HINCRBY', key, 'tries', 1)
-    redis.call('HSET', key, 'status', 'EXECUTING', 'started', now, 'executor', executor)
-    local f = redis.call('HMGET', key, 'name', 'payload', 'codec', 'retries', 'results')
+    local tries = tonumber(f[6] or 0) + 1
+    redis.call('HSET', key, 'status', 'EXECUTING', 'tries', tries, 'started', now,
+      'executor', executor)
     out[#out + 1] = entry
     out[#out + 1] = id
     out[#out + 1] = f[1]

@@ -1,0 +1,297 @@
+"""The job queue against arq and saq: enqueue rate, execution rate, latency; and
+``runnel worker --processes 2`` against one process, for jobs and for a stream drain.
+
+``python -m benchmarks jobs [--events N] [--rounds R]``
+
+Every side runs in fresh processes of its own (benchmarks/jobs_side.py) against the same
+private redis-server, emptied between runs: no-op ``async`` jobs, one worker process,
+concurrency 50, results kept. arq and saq run from virtual environments made on first
+use under ``.bench/venvs/`` (pinned versions below; arq needs redis-py < 6). Rounds
+alternate the sides, so a slow spell of the machine hits all alike; the best of each is
+compared.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+
+from benchmarks import harness
+from benchmarks.common import ROOT, Row, rate, spread
+
+PEERS = {
+    "arq": ["arq==0.28.0"],
+    # saq 0.26.4 imports typing_extensions without declaring it.
+    "saq": ["saq[redis,hiredis]==0.26.4", "typing_extensions"],
+}
+SIDE = ROOT / "benchmarks" / "jobs_side.py"
+VENVS = ROOT / ".bench" / "venvs"
+CONCURRENCY = 50
+TARGET = 5.0
+LATENCY_RATE = 1000
+LATENCY_SECONDS = 10.0
+
+
+def python_for(side: str) -> str:
+    """The interpreter a side runs in: this one for Runnel, a private venv for a peer."""
+    if side == "runnel":
+        return sys.executable
+    venv = VENVS / side
+    python = venv / "bin" / "python"
+    marker = venv / ".installed"
+    wanted = " ".join(PEERS[side])
+    if not marker.exists() or marker.read_text() != wanted:
+        print(f"  making {venv} ({wanted})", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PEERS[side]],
+            check=True,
+        )
+        marker.write_text(wanted)
+    return str(python)
+
+
+def side(name: str, action: str, url: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [python_for(name), str(SIDE), name, action, "--url", url, *extra],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def result(proc: subprocess.Popen[str], timeout: float = 600) -> dict[str, Any]:
+    assert proc.stdout is not None
+    out, _ = proc.communicate(timeout=timeout)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"{proc.args} exited with {proc.returncode}: {out[-500:]}")
+    return orjson.loads(lines[-1])
+
+
+def flush(url: str) -> None:
+    """Empty the private benchmark server (it holds nothing else)."""
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    client.close()
+
+
+def enqueue_and_work(url: str, name: str, jobs: int) -> dict[str, Any]:
+    flush(url)
+    n = ["--jobs", str(jobs), "--concurrency", str(CONCURRENCY)]
+    enqueued = result(side(name, "enqueue", url, *n))
+    cpu = harness.RedisCpu(url)
+    worked = result(side(name, "work", url, *n))
+    worked["redis_cpu"] = cpu.share()
+    return {"enqueue": enqueued["rate"], "work": worked["rate"], "cpu": worked["cpu"], **worked}
+
+
+def latency(url: str, name: str) -> dict[str, Any]:
+    flush(url)
+    total = int(LATENCY_RATE * LATENCY_SECONDS) + 1
+    worker = side(name, "latency", url, "--jobs", str(total), "--concurrency", str(CONCURRENCY))
+    assert worker.stdout is not None
+    if orjson.loads(worker.stdout.readline()) != {"ready": True}:
+        raise RuntimeError(f"{name} latency worker did not start")
+    time.sleep(1.0)  # let it connect and block on the queue
+    result(side(name, "produce", url, "--rate", str(LATENCY_RATE), "--seconds", str(LATENCY_SECONDS)))
+    return result(worker)
+
+
+def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[Row]:
+    jobs = events or 20_000
+    sides = ["runnel", "arq", "saq"]
+    for name in sides:
+        python_for(name)
+    print(
+        f"jobs: {jobs:,} no-op async jobs, enqueued {CONCURRENCY} at a time, then run by one "
+        f"worker process of concurrency {CONCURRENCY} (results kept); best of {rounds}",
+        flush=True,
+    )
+    got: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for n in range(rounds):
+        for name in sides:
+            r = enqueue_and_work(url, name, jobs)
+            got[name].append(r)
+            print(
+                f"  round {n + 1} {name}: enqueue {r['enqueue'] / 1000:,.2f}k/s, "
+                f"execute {r['work'] / 1000:,.2f}k/s (worker CPU {r['cpu']:.0%}, "
+                f"redis-server {r['redis_cpu']:.0%})",
+                flush=True,
+            )
+    rows = []
+    for what, label in (("enqueue", f"jobs enqueued, {CONCURRENCY} at a time"), ("work", "jobs executed, concurrency 50")):
+        best = {name: max(r[what] for r in got[name]) for name in sides}
+        for peer in ("arq", "saq"):
+            ratio = best["runnel"] / best[peer]
+            rows.append(
+                Row(
+                    f"{label} (vs {peer})",
+                    rate(best["runnel"]),
+                    rate(best[peer]),
+                    f"{ratio:.2f}",
+                    f">= {TARGET:g}",
+                    ratio >= TARGET,
+                    spread=f"{spread([r[what] for r in got['runnel']])}/{spread([r[what] for r in got[peer]])}",
+                )
+            )
+    print(f"latency: {LATENCY_RATE} jobs/s for {LATENCY_SECONDS:g}s, enqueue to start", flush=True)
+    lat = {}
+    for name in sides:
+        lat[name] = latency(url, name)
+        r = lat[name]
+        print(
+            f"  {name}: p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} ms",
+            flush=True,
+        )
+    r = lat["runnel"]
+    rows.append(
+        Row(
+            f"p50 enqueue-to-start at {LATENCY_RATE}/s (vs saq)",
+            f"{r['p50_ms']:.2f} ms",
+            f"{lat['saq']['p50_ms']:.2f} ms",
+            target="< 2 ms",
+            met=r["p50_ms"] < 2.0,
+        )
+    )
+    rows.append(
+        Row(
+            f"p99 enqueue-to-start at {LATENCY_RATE}/s (vs saq)",
+            f"{r['p99_ms']:.2f} ms",
+            f"{lat['saq']['p99_ms']:.2f} ms",
+        )
+    )
+    flush(url)
+    return rows
+
+
+# runnel worker --processes N: jobs and a stream drain, through the real command line.
+
+PROCESSES_APP = ROOT / "benchmarks" / "processes_app.py"
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found += [int(p) for p in text]
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def supervised(url: str, what: str, processes: int, total: int) -> dict[str, Any]:
+    """Drain a backlog of ``total`` jobs or events with ``runnel worker --processes N``;
+    the rate from the first item done to the last, and each process's share of a core."""
+    env = {**os.environ, "RUNNEL_REDIS_URL": url, "RUNNEL_LOG_LEVEL": "warning", "BENCH_WHAT": what}
+    env["PYTHONPATH"] = str(ROOT)
+    args = ["--no-jobs"] if what == "stream" else ["--no-processors", "--concurrency", str(CONCURRENCY)]
+    command = [sys.executable, "-m", "runnel", "worker", "benchmarks.processes_app:app", "--processes", str(processes), *args]
+    client = redis.Redis.from_url(url)
+    remaining = _remaining(client, what)
+    proc = subprocess.Popen(command, cwd=ROOT, env=env)
+    redis_cpu = harness.RedisCpu(url)
+    try:
+        started = finished = None
+        deadline = time.monotonic() + 600
+        pids: list[int] = []
+        before: dict[int, float] = {}
+        while time.monotonic() < deadline:
+            left = remaining()
+            now = time.monotonic()
+            if started is None and left < total:
+                started = now
+                pids = children(proc.pid)
+                before = {p: cpu_seconds(p) for p in pids}
+            if left == 0:
+                finished = now
+                break
+            time.sleep(0.02)
+        if started is None or finished is None:
+            raise RuntimeError(f"{what} not drained by {processes} processes")
+        shares = [(cpu_seconds(p) - before[p]) / (finished - started) for p in pids]
+        server = redis_cpu.share()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        client.close()
+    return {"rate": total / (finished - started), "cpu": shares, "redis_cpu": server}
+
+
+def _remaining(client: redis.Redis, what: str) -> Any:
+    if what == "jobs":
+        from runnel_redis import keys
+
+        queue = keys.job_queue("bproc")
+        return lambda: client.xlen(queue)
+    from benchmarks.processes_app import PARTITIONS, STREAM
+    from runnel_redis import keys
+
+    streams = [keys.partition("bproc", STREAM, n) for n in range(PARTITIONS)]
+
+    def left() -> int:
+        pipe = client.pipeline(transaction=False)
+        for key in streams:
+            pipe.xinfo_groups(key)
+        total = 0
+        for key, groups in zip(streams, pipe.execute(), strict=True):
+            group = [g for g in groups if g["name"] == b"drain"]
+            if not group:
+                total += client.xlen(key)
+            else:
+                lag = group[0].get("lag")
+                total += (lag if lag is not None else client.xlen(key)) + group[0]["pending"]
+        return total
+
+    return left
+
+
+def processes_run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[Row]:
+    from benchmarks.processes_app import fill_jobs, fill_stream
+
+    jobs = events or 40_000
+    stream_events = 10 * jobs
+    print(
+        f"processes: runnel worker --processes 1 and 2: {jobs:,} jobs (concurrency {CONCURRENCY}), "
+        f"{stream_events:,} stream events; best of {rounds}",
+        flush=True,
+    )
+    got: dict[str, list[float]] = {}
+    for n in range(rounds):
+        for what, total, fill in (("jobs", jobs, fill_jobs), ("stream", stream_events, fill_stream)):
+            for processes in (1, 2):
+                flush(url)
+                fill(url, total)
+                r = supervised(url, what, processes, total)
+                got.setdefault(f"{what} x{processes}", []).append(r["rate"])
+                cpu = " + ".join(f"{s:.0%}" for s in r["cpu"])
+                print(
+                    f"  round {n + 1} {what} x{processes}: {r['rate'] / 1000:,.1f}k/s, CPU: "
+                    f"processes {cpu}, redis-server {r['redis_cpu']:.0%} (of one core each)",
+                    flush=True,
+                )
+    rows = []
+    for what in ("jobs", "stream"):
+        one, two = max(got[f"{what} x1"]), max(got[f"{what} x2"])
+        rows.append(
+            Row(
+                f"{what}: --processes 2 vs 1",
+                rate(two),
+                rate(one),
+                f"{two / one:.2f}",
+                spread=f"{spread(got[f'{what} x2'])}/{spread(got[f'{what} x1'])}",
+            )
+        )
+    flush(url)
+    return rows
