@@ -52,7 +52,15 @@ def python_for(side: str) -> str:
         print(f"  making {venv} ({wanted})", flush=True)
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PEERS[side]],
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                *PEERS[side],
+            ],
             check=True,
         )
         marker.write_text(wanted)
@@ -102,7 +110,9 @@ def latency(url: str, name: str) -> dict[str, Any]:
     if orjson.loads(worker.stdout.readline()) != {"ready": True}:
         raise RuntimeError(f"{name} latency worker did not start")
     time.sleep(1.0)  # let it connect and block on the queue
-    result(side(name, "produce", url, "--rate", str(LATENCY_RATE), "--seconds", str(LATENCY_SECONDS)))
+    result(
+        side(name, "produce", url, "--rate", str(LATENCY_RATE), "--seconds", str(LATENCY_SECONDS))
+    )
     return result(worker)
 
 
@@ -128,8 +138,12 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
                 flush=True,
             )
     rows = []
-    for what, label in (("enqueue", f"jobs enqueued, {CONCURRENCY} at a time"), ("work", "jobs executed, concurrency 50")):
+    for what, label in (
+        ("enqueue", f"jobs enqueued, {CONCURRENCY} at a time"),
+        ("work", "jobs executed, concurrency 50"),
+    ):
         best = {name: max(r[what] for r in got[name]) for name in sides}
+        spreads = {name: spread([r[what] for r in got[name]]) for name in sides}
         for peer in ("arq", "saq"):
             ratio = best["runnel"] / best[peer]
             rows.append(
@@ -140,7 +154,7 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
                     f"{ratio:.2f}",
                     f">= {TARGET:g}",
                     ratio >= TARGET,
-                    spread=f"{spread([r[what] for r in got['runnel']])}/{spread([r[what] for r in got[peer]])}",
+                    spread=f"{spreads['runnel']}/{spreads[peer]}",
                 )
             )
     print(f"latency: {LATENCY_RATE} jobs/s for {LATENCY_SECONDS:g}s, enqueue to start", flush=True)
@@ -149,7 +163,8 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
         lat[name] = latency(url, name)
         r = lat[name]
         print(
-            f"  {name}: p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} ms",
+            f"  {name}: p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
+            f"max {r['max_ms']:.1f} ms",
             flush=True,
         )
     r = lat["runnel"]
@@ -196,8 +211,21 @@ def supervised(url: str, what: str, processes: int, total: int) -> dict[str, Any
     the rate from the first item done to the last, and each process's share of a core."""
     env = {**os.environ, "RUNNEL_REDIS_URL": url, "RUNNEL_LOG_LEVEL": "warning", "BENCH_WHAT": what}
     env["PYTHONPATH"] = str(ROOT)
-    args = ["--no-jobs"] if what == "stream" else ["--no-processors", "--concurrency", str(CONCURRENCY)]
-    command = [sys.executable, "-m", "runnel", "worker", "benchmarks.processes_app:app", "--processes", str(processes), *args]
+    args = (
+        ["--no-jobs"]
+        if what == "stream"
+        else ["--no-processors", "--concurrency", str(CONCURRENCY)]
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "runnel",
+        "worker",
+        "benchmarks.processes_app:app",
+        "--processes",
+        str(processes),
+        *args,
+    ]
     client = redis.Redis.from_url(url)
     remaining = _remaining(client, what)
     proc = subprocess.Popen(command, cwd=ROOT, env=env)
@@ -269,7 +297,10 @@ def processes_run(url: str, events: int | None = None, rounds: int = 3, **_: Any
     )
     got: dict[str, list[float]] = {}
     for n in range(rounds):
-        for what, total, fill in (("jobs", jobs, fill_jobs), ("stream", stream_events, fill_stream)):
+        for what, total, fill in (
+            ("jobs", jobs, fill_jobs),
+            ("stream", stream_events, fill_stream),
+        ):
             for processes in (1, 2):
                 flush(url)
                 fill(url, total)

@@ -217,7 +217,9 @@ async def saq_run(a: argparse.Namespace, ready: Any) -> dict[str, Any]:
         return {"jobs": a.jobs, "seconds": seconds, "rate": a.jobs / seconds}
     if a.action == "produce":
         await queue.enqueue("saq_stamped", sent=time.time())
-        sent = await paced(a.rate, a.seconds, lambda: queue.enqueue("saq_stamped", sent=time.time()))
+        sent = await paced(
+            a.rate, a.seconds, lambda: queue.enqueue("saq_stamped", sent=time.time())
+        )
         await queue.disconnect()
         return {"jobs": sent + 1}
     worker = Worker(queue, functions=[saq_noop, saq_stamped], concurrency=a.concurrency)
@@ -263,6 +265,7 @@ def finished(got: dict[str, Any]) -> None:
     none of their shutdowns (cancelled jobs, closing pools) may hold up or spoil it."""
     emit(got)
     os._exit(0)
+
 
 if __name__ == "__main__":
     main()
