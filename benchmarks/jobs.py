@@ -229,24 +229,26 @@ def supervised(url: str, what: str, processes: int, total: int) -> dict[str, Any
     client = redis.Redis.from_url(url)
     remaining = _remaining(client, what)
     proc = subprocess.Popen(command, cwd=ROOT, env=env)
-    redis_cpu = harness.RedisCpu(url)
     try:
         started = finished = None
         deadline = time.monotonic() + 600
         pids: list[int] = []
         before: dict[int, float] = {}
+        redis_cpu = None
         while time.monotonic() < deadline:
             left = remaining()
             now = time.monotonic()
             if started is None and left < total:
                 started = now
-                pids = children(proc.pid)
+                redis_cpu = harness.RedisCpu(url)
+                # With one process there is no supervisor: the worker is the process itself.
+                pids = children(proc.pid) if processes > 1 else [proc.pid]
                 before = {p: cpu_seconds(p) for p in pids}
             if left == 0:
                 finished = now
                 break
             time.sleep(0.02)
-        if started is None or finished is None:
+        if started is None or finished is None or redis_cpu is None:
             raise RuntimeError(f"{what} not drained by {processes} processes")
         shares = [(cpu_seconds(p) - before[p]) / (finished - started) for p in pids]
         server = redis_cpu.share()
