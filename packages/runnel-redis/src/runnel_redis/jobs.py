@@ -299,7 +299,9 @@ class RedisJobStore(JobStore):
                     id=f.get("id", ""),
                     name=f.get("name", ""),
                     error=f.get("error", ""),
-                    at=int(_text(entry).split("-")[0]) / 1000,
+                    # When it died, by the clock of the worker that buried it (letters
+                    # older than that field: by the entry id, the server's clock).
+                    at=int(f.get("at") or _text(entry).split("-")[0]) / 1000,
                 )
             )
         return out

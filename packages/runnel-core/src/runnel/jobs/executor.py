@@ -288,8 +288,21 @@ class JobExecutor:
                 self.settings.concurrency, thread_name_prefix="runnel-job"
             )
         call = functools.partial(job.func, *args, **kwargs)
-        context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(self._pool, context.run, call)
+        running = self._pool.submit(contextvars.copy_context().run, call)
+        try:
+            return await asyncio.wrap_future(running)
+        except BaseException:
+            if not running.done():
+                # Timed out or cancelled, but a thread cannot be stopped: its slot stays
+                # taken until it returns, so the pool always has a thread for a new job.
+                self._held += 1
+                loop = asyncio.get_running_loop()
+                running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done))
+            raise
+
+    def _thread_done(self) -> None:
+        self._held -= 1
+        self._slot.set()
 
     def _failure(self, job: JobFunction[Any, Any], d: Delivery, error: ErrorInfo) -> Outcome:
         self.failed += 1

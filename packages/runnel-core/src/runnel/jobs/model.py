@@ -85,7 +85,7 @@ class ErrorInfo:
 # the clock of whoever writes them; the store keeps milliseconds.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NewJob:
     """A job to enqueue."""
 

@@ -34,7 +34,8 @@ class Portal:
             return self._loop
 
     def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """Run ``make()`` in the portal's loop and return its result (or raise its error)."""
+        """Call ``make()`` in the portal's loop, await what it returns there, and return
+        the result (or raise the error) here."""
         loop = self._running_loop()
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -42,4 +43,10 @@ class Portal:
             running = None
         if running is loop:
             raise RuntimeError("a synchronous job call made from inside the portal's own loop")
-        return asyncio.run_coroutine_threadsafe(make(), loop).result()
+        return asyncio.run_coroutine_threadsafe(_inside(make), loop).result()
+
+
+async def _inside(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Make the coroutine in the portal's loop, not the caller's thread: whatever it looks
+    up when made (the app's store, which belongs to a loop) must be the portal's."""
+    return await make()

@@ -53,8 +53,8 @@ class JobResult(Generic[R]):
         """The job's return value, waiting up to ``timeout`` seconds (None: no limit).
 
         Raises :class:`JobFailed` if the job ended DEAD (the last exception's type and
-        message), :class:`Timeout`, :class:`ResultsDisabled` if it keeps no result, or
-        :class:`JobNotFound`.
+        message), :class:`Timeout`, :class:`ResultsDisabled` if it keeps no result (a
+        job that ended DEAD still raises JobFailed), or :class:`JobNotFound`.
         """
         store = self.app.job_store
         loop = asyncio.get_running_loop()
@@ -64,6 +64,8 @@ class JobResult(Generic[R]):
             raise JobNotFound(f"no job with id {self.id!r}")
         if record.result is not None:
             return self._read(record.result, record.codec)
+        if record.status is JobStatus.DEAD and record.error is not None:
+            raise JobFailed(self.id, record.error.type, record.error.message)
         if not record.results:
             raise ResultsDisabled(f"job {self.id!r} was enqueued with results_enabled=False")
         while True:

@@ -49,11 +49,29 @@ class Signature:
             self.result = TypeAdapter(returned)
         self.trivial = not self.adapters
         """Nothing to convert: the worker calls the function with what it decoded."""
+        self._shapes: dict[tuple[int, tuple[str, ...]], str | None] = {}
+        """Whether a call binds depends only on how many positional arguments it has and
+        which keywords: the answer (None, or the error) for each shape seen."""
 
     def check(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> None:
         """Raise :class:`InvalidArguments` unless ``f(*args, **kwargs)`` would bind and every
         annotated argument validates."""
-        self.convert(args, kwargs)
+        if not self.trivial:
+            self.convert(args, kwargs)
+            return
+        shape = (len(args), tuple(kwargs))
+        try:
+            error = self._shapes[shape]
+        except KeyError:
+            try:
+                self.signature.bind(*args, **kwargs)
+                error = None
+            except TypeError as exc:
+                error = f"job {self.name!r}: {exc}"
+            if len(self._shapes) < 256:
+                self._shapes[shape] = error
+        if error is not None:
+            raise InvalidArguments(error)
 
     def convert(
         self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]

@@ -32,6 +32,9 @@ from runnel.jobs.model import (
 
 BATCH_LIMIT = 500
 """Most jobs one coalesced enqueue sends in one call."""
+SENDS_IN_FLIGHT = 2
+"""Coalesced enqueue calls in flight at once: while Redis stores one batch, the callers of
+the other prepare their next jobs."""
 
 
 class JobStore(abc.ABC):
@@ -39,7 +42,8 @@ class JobStore(abc.ABC):
 
     def __init__(self) -> None:
         self._batch: list[tuple[NewJob, asyncio.Future[bool]]] = []
-        self._sender: asyncio.Task[None] | None = None
+        self._launching = False
+        self._sends: set[asyncio.Task[None]] = set()
 
     # Enqueuing.
 
@@ -55,38 +59,52 @@ class JobStore(abc.ABC):
         """:meth:`enqueue` one job, sharing a call with others submitted meanwhile.
 
         Concurrent callers (a web server's requests, ``asyncio.gather`` over many
-        ``delay()``) are sent together, one call per batch with one batch in flight: a
-        lone caller waits one round trip, as with :meth:`enqueue`, and many callers cost
-        a round trip per batch instead of one each.
+        ``delay()``) are sent together: what is submitted during one turn of the event
+        loop goes in one call (split over the senders free, at most two in flight). A
+        lone caller waits one round trip, as with :meth:`enqueue`; many callers cost a
+        round trip per batch instead of one each.
         """
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
         self._batch.append((job, future))
-        if self._sender is None:
-            self._sender = asyncio.create_task(self._send_batches(), name="runnel-enqueue")
+        if not self._launching:
+            self._launching = True
+            loop.call_soon(self._launch)
         return await future
 
-    async def _send_batches(self) -> None:
+    def _launch(self) -> None:
+        self._launching = False
+        free = SENDS_IN_FLIGHT - len(self._sends)
+        if not self._batch or free <= 0:
+            return  # a send in flight launches the rest when it is done
+        size = min(BATCH_LIMIT, -(-len(self._batch) // free))
+        for _ in range(free):
+            if not self._batch:
+                break
+            chunk, self._batch = self._batch[:size], self._batch[size:]
+            task = asyncio.get_running_loop().create_task(self._send(chunk), name="runnel-enqueue")
+            self._sends.add(task)
+            task.add_done_callback(self._sent)
+
+    async def _send(self, chunk: list[tuple[NewJob, asyncio.Future[bool]]]) -> None:
         try:
-            while self._batch:
-                batch, self._batch = self._batch[:BATCH_LIMIT], self._batch[BATCH_LIMIT:]
-                try:
-                    added = await self.enqueue([job for job, _ in batch])
-                except BaseException as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
-                for (_, future), new in zip(batch, added, strict=True):
-                    if not future.done():
-                        future.set_result(new)
-        finally:
-            self._sender = None
-            for _, future in self._batch:  # cancelled with callers still waiting
+            added = await self.enqueue([job for job, _ in chunk])
+        except BaseException as exc:
+            for _, future in chunk:
                 if not future.done():
-                    future.set_exception(asyncio.CancelledError())
-            self._batch = []
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, future), new in zip(chunk, added, strict=True):
+            if not future.done():
+                future.set_result(new)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sends.discard(task)
+        if self._batch and not self._launching:
+            self._launching = True
+            asyncio.get_running_loop().call_soon(self._launch)
 
     # Running jobs.
 

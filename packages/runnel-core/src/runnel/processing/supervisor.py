@@ -140,7 +140,9 @@ class Supervisor:
             )
         if forwarded > 1:
             return 1
-        return 0 if all(code == 0 for code in codes) else 1
+        # Killed by the SIGTERM we sent: a child still starting up (its handlers not yet
+        # installed), which had taken no work, so that is a clean stop too.
+        return 0 if all(code in (0, -signal.SIGTERM) for code in codes) else 1
 
     def _forward(self, sig: signal.Signals) -> None:
         for slot in self.slots:

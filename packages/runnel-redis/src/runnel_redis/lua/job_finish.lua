@@ -48,7 +48,7 @@ for i = 6, #ARGV, 6 do
         local line = e['type']
         if e['message'] and e['message'] ~= '' then line = line .. ': ' .. e['message'] end
         redis.call('XADD', KEYS[3], '*', 'id', id, 'name', redis.call('HGET', key, 'name'),
-          'error', line)
+          'error', line, 'at', at)
         if a ~= '' then
           local rkey = prefix .. 'result.' .. id
           redis.call('DEL', rkey)
@@ -58,6 +58,7 @@ for i = 6, #ARGV, 6 do
         if a == '1' then
           local tries = redis.call('HINCRBY', key, 'tries', -1)
           redis.call('HSET', key, 'status', tries > 0 and 'RETRY' or 'SENT')
+          redis.call('HDEL', key, 'started', 'executor')  -- of the try taken back
         end
         redis.call('XADD', queue, '*', 'id', id)
       end

@@ -10,7 +10,12 @@ local queue, group, executor, now = KEYS[1], ARGV[2], ARGV[3], ARGV[4]
 local pairs_ = {}
 if #ARGV > 5 then
   for i = 6, #ARGV, 2 do
-    pairs_[#pairs_ + 1] = {ARGV[i], ARGV[i + 1]}
+    -- Only entries still delivered to this executor: paused between its read and this
+    -- call, it may have been presumed dead and its entries given to others meanwhile.
+    local mine = redis.call('XPENDING', queue, group, ARGV[i], ARGV[i], 1, executor)
+    if #mine > 0 then
+      pairs_[#pairs_ + 1] = {ARGV[i], ARGV[i + 1]}
+    end
   end
 else
   local reply = redis.call('XREADGROUP', 'GROUP', group, executor, 'COUNT', ARGV[5],
