@@ -40,6 +40,8 @@ from runnel.jobs.store import JobStore
 from runnel_redis import keys, resp
 
 _KINDS = {"success": b"s", "retry": b"r", "dead": b"d", "release": b"q"}
+_FOUR = b"$%d\r\n%s\r\n$%d\r\n%s\r\n"
+"""Two bulk strings in RESP (lengths and bytes), for the values of a job that change."""
 
 
 def _lua(name: str) -> str:
@@ -66,6 +68,9 @@ class RedisJobStore(JobStore):
         self.results_index = keys.job_results_index(app)
         self.registry = keys.job_executors(app)
         self.group = keys.JOB_GROUP
+        self._prefix_arg = resp.arguments((self.prefix,))
+        self._queue_keys = [self.queue, self.schedule]
+        self._described: dict[tuple[str, str, int, bool], bytes] = {}
 
         def script(text: str) -> resp.Script:
             return resp.Script(client, text)
@@ -85,19 +90,24 @@ class RedisJobStore(JobStore):
     # Enqueuing.
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
-        args: list[Any] = [self.prefix]
+        packed = [self._prefix_arg]
+        described = self._described
         for job in jobs:
-            args += (
-                job.id,
-                job.name,
-                job.payload,
-                job.codec,
-                job.retries,
-                1 if job.results else 0,
-                _ms(job.created),
-                b"" if job.due is None else _ms(job.due),
+            kind = (job.name, job.codec, job.retries, job.results)
+            tail = described.get(kind)
+            if tail is None:  # the same for every call of one job function: packed once
+                tail = described[kind] = resp.arguments(
+                    (job.name, job.codec, job.retries, 1 if job.results else 0)
+                )
+            job_id = job.id.encode()
+            created = b"%d" % (job.created * 1000)
+            due = b"" if job.due is None else b"%d" % (job.due * 1000)
+            packed.append(
+                _FOUR % (len(job_id), job_id, len(job.payload), job.payload)
+                + _FOUR % (len(created), created, len(due), due)
+                + tail
             )
-        added = await self._enqueue(keys=[self.queue, self.schedule], args=args)
+        added = await self._enqueue.packed(self._queue_keys, 1 + 8 * len(jobs), b"".join(packed))
         return [bool(x) for x in added]
 
     # Running jobs.

@@ -88,8 +88,12 @@ class Script:
         self._eval = arguments(("EVAL", text))
 
     async def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        head = header(3 + len(keys) + len(args))
-        tail = arguments((len(keys), *keys)) + arguments(args)
+        return await self.packed(keys, len(args), arguments(args))
+
+    async def packed(self, keys: Sequence[Arg], count: int, args: bytes) -> Any:
+        """Call with ``count`` arguments packed already (:func:`arguments`)."""
+        head = header(3 + len(keys) + count)
+        tail = arguments((len(keys), *keys)) + args
         [reply] = await exchange(self.client, head + self._evalsha + tail, 1)
         if isinstance(reply, NoScriptError):
             [reply] = await exchange(self.client, head + self._eval + tail, 1)

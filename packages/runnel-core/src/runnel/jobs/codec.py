@@ -49,11 +49,22 @@ def decode(serializer: Serializer, data: bytes) -> Any:
     return serializer.loads(data)
 
 
+NO_ARGUMENTS = b'{"args":[]}'
+
+
 def encode_arguments(
     serializer: Serializer, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> bytes:
+    value = {"args": args, "kwargs": kwargs} if kwargs else {"args": args}
+    if type(serializer) is JSONSerializer and serializer.compressor is None:
+        if not args and not kwargs:
+            return NO_ARGUMENTS
+        try:
+            return orjson.dumps(value)  # plain values (the usual case), at a third the cost
+        except TypeError:
+            pass  # records and the like: through pydantic
     try:
-        return encode(serializer, {"args": args, "kwargs": kwargs} if kwargs else {"args": args})
+        return encode(serializer, value)
     except Exception as exc:
         raise EncodeError(f"job {name!r}: cannot encode the arguments: {exc}") from None
 

@@ -2,7 +2,7 @@
 -- A job whose id exists already (in any status) is left as it is.
 -- KEYS[1] queue stream, KEYS[2] schedule.
 -- ARGV[1] key prefix (__jobs:{app}.), then 8 values per job:
---   id, name, payload, codec, retries, results (1|0), created (ms), due (ms; '' = now)
+--   id, payload, created (ms), due (ms; '' = now), name, codec, retries, results (1|0)
 -- Returns 1 per job enqueued, 0 per job that existed.
 local prefix = ARGV[1]
 local out = {}
@@ -12,10 +12,10 @@ for i = 2, #ARGV, 8 do
   if redis.call('EXISTS', key) == 1 then
     out[#out + 1] = 0
   else
-    local due = ARGV[i + 7]
-    redis.call('HSET', key, 'name', ARGV[i + 1], 'status', 'SENT', 'payload', ARGV[i + 2],
-      'codec', ARGV[i + 3], 'retries', ARGV[i + 4], 'results', ARGV[i + 5], 'tries', 0,
-      'created', ARGV[i + 6])
+    local due = ARGV[i + 3]
+    redis.call('HSET', key, 'name', ARGV[i + 4], 'status', 'SENT', 'payload', ARGV[i + 1],
+      'codec', ARGV[i + 5], 'retries', ARGV[i + 6], 'results', ARGV[i + 7], 'tries', 0,
+      'created', ARGV[i + 2])
     if due == '' then
       redis.call('XADD', KEYS[1], '*', 'id', id)
     else
