@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ import orjson
 from runnel.app import App
 from runnel.cli.common import load, load_plugins, plugin_option, run
 from runnel.jobs import codec
-from runnel.jobs.function import JobFunction
+from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
 from runnel.jobs.model import (
     DeadLetter,
     InvalidArguments,
@@ -84,7 +85,7 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
         click.echo(
             f"  {e.id}  {i.get('host', '?')} pid {i.get('pid', '?')}  {state}  "
             f"running {i.get('running', '?')}/{i.get('concurrency', '?')}  "
-            f"succeeded {i.get('done', '?')}  failed {i.get('failed', '?')}"
+            f"succeeded {i.get('done', '?')}  failed tries {i.get('failed', '?')}"
         )
 
 
@@ -170,7 +171,13 @@ def _describe(record: JobRecord) -> dict[str, Any]:
 @click.argument("target", metavar="MODULE:JOB")
 @click.argument("args_json", metavar="ARGS_JSON", default="[]")
 @click.argument("kwargs_json", metavar="[KWARGS_JSON]", default="{}")
-@click.option("--countdown", type=float, default=None, metavar="SECONDS", help="Run it later.")
+@click.option(
+    "--countdown",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Run it this many seconds from now.",
+)
 @click.option(
     "--job-id", default=None, help="Name the job (an id that exists is not enqueued again)."
 )
@@ -201,8 +208,13 @@ def send(
     job = load(target, JobFunction)
     args = _parse(args_json, "ARGS_JSON", list, "a JSON array")
     kwargs = _parse(kwargs_json, "KWARGS_JSON", dict, "a JSON object")
-    if countdown is not None and countdown < 0:
-        raise click.ClickException("--countdown must be >= 0 seconds")
+    if job_id is not None and not 1 <= len(job_id) <= MAX_ID_LENGTH:
+        raise click.ClickException(f"--job-id must be 1 to {MAX_ID_LENGTH} characters")
+    for name, value, most in (("--countdown", countdown, MAX_COUNTDOWN), ("--wait", wait, None)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise click.ClickException(f"{name} must be a number of seconds >= 0, not {value}")
+        if value is not None and most is not None and value > most:
+            raise click.ClickException(f"{name} must be at most {most:.0f} seconds (100 years)")
     try:
         new = job.prepare(args, kwargs, countdown=countdown, job_id=job_id)
     except (InvalidArguments, ValueError) as exc:
@@ -217,7 +229,7 @@ def send(
         try:
             return added, await job.result(new.id).get(timeout=wait)
         except JobFailed as exc:
-            raise click.ClickException(f"job {new.id} failed: {exc}") from None
+            raise click.ClickException(f"job {new.id!r} failed: {exc}") from None
         except (Timeout, ResultsDisabled) as exc:
             raise click.ClickException(str(exc)) from None
 
@@ -249,7 +261,7 @@ def _parse(text: str, what: str, kind: type, named: str) -> Any:
     if not isinstance(value, kind):
         raise click.ClickException(
             f"{what} must be {named}, not {_JSON_NAMES.get(type(value), 'a value')}: "
-            f"{text.strip()[:40]}"
+            f"{_excerpt(text)}"
         )
     return value
 
@@ -279,6 +291,11 @@ async def _select(app: App, job_name: str | None, job_ids: tuple[str, ...]) -> l
         for d in letters
         if (job_name is None or d.name == job_name) and (not job_ids or d.id in job_ids)
     ]
+    if job_name is not None and not chosen and job_name not in app.jobs:
+        raise click.ClickException(
+            f"app {app.name} has no job named {job_name!r} and no dead jobs of that name "
+            f"(its jobs: {', '.join(sorted(app.jobs)) or 'none'})"
+        )
     missing = sorted(set(job_ids) - {d.id for d in chosen})
     if missing:
         raise click.ClickException(
@@ -358,10 +375,19 @@ def purge(
     click.echo(f"purged {run(app.job_store.purge(letters), app)} dead jobs")
 
 
+def _excerpt(text: str) -> str:
+    """The start of a user's input, on one line."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 40 else flat[:37] + "..."
+
+
 def _iso(seconds: float | None) -> str | None:
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+    try:
+        return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):  # beyond what a datetime can show
+        return f"{seconds:.3f} s after the epoch"
 
 
 def _ago(when: float, now: float) -> str:

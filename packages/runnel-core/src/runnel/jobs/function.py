@@ -22,6 +22,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 MAX_ID_LENGTH = 200
+MAX_COUNTDOWN = 100 * 365.25 * 86400
+"""Longest countdown: a century (a datetime cannot show a due time past the year 9999)."""
 
 
 class JobFunction(Generic[P, R]):
@@ -106,6 +108,11 @@ class JobFunction(Generic[P, R]):
             raise ValueError("give countdown or eta, not both")
         due = None
         if countdown is not None:
+            if not 0 <= countdown <= MAX_COUNTDOWN:  # NaN fails this too
+                raise ValueError(
+                    f"countdown must be a number of seconds from 0 to {MAX_COUNTDOWN:.0f} "
+                    f"(100 years), not {countdown!r}"
+                )
             if countdown > 0:
                 due = now + float(countdown)
         elif eta is not None:
@@ -115,7 +122,7 @@ class JobFunction(Generic[P, R]):
         if job_id is None:
             job_id = os.urandom(16).hex()  # as random as uuid4().hex, at half the cost
         elif not isinstance(job_id, str) or not job_id or len(job_id) > MAX_ID_LENGTH:
-            raise ValueError(f"job_id must be a non-empty string of at most {MAX_ID_LENGTH}")
+            raise ValueError(f"job_id must be a string of 1 to {MAX_ID_LENGTH} characters")
         return NewJob(
             id=job_id,
             name=self.name,

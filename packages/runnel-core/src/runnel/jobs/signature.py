@@ -114,4 +114,14 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(x) for x in err["loc"])
     message = err["msg"][:1].lower() + err["msg"][1:]
-    return f"{where}: {message}" if where else message
+    given = _shown(err.get("input"))
+    text = f"{where}: {message}" if where else message
+    return f"{text} (got {given})" if given else text
+
+
+def _shown(value: Any) -> str:
+    """A given value in an error line: short, on one line."""
+    if value is None or (isinstance(value, dict | list) and len(repr(value)) > 40):
+        return ""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 40 else text[:37] + "..."
