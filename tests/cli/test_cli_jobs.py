@@ -36,7 +36,7 @@ APP = f"{MODULE}:app"
 MIXED = f"{MODULE}:mixed"
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 UNREACHABLE = "redis://127.0.0.1:1"
-JOB_NAMES = ["add", "crash", "fail", "gated", "greet"]
+JOB_NAMES = ["add", "crash", "fail", "gated", "greet", "shout"]
 
 APP_SOURCE = '''
 import json
@@ -71,6 +71,11 @@ def client():
 
 def record(key, **values):
     client().rpush(key, json.dumps(values))
+
+
+@app.job(name="shout")
+async def louder(text: str) -> str:
+    return text.upper()
 
 
 @app.job
@@ -346,6 +351,15 @@ def test_send_prints_the_id_and_enqueues_one_job(project: JobsProject) -> None:
     assert job["status"] == "SENT"
     assert (job["tries"], job["retries"], job["codec"]) == ("0", "3", "json")
     assert json.loads(job["payload"]) == {"args": ["ann"], "kwargs": {"punctuation": "?"}}
+
+
+def test_send_finds_a_job_by_its_declared_name(project: JobsProject) -> None:
+    """MODULE:NAME is the module's attribute, or else the name a job was declared under
+    (@app.job(name="shout") on a function called louder)."""
+    for target in (f"{MODULE}:louder", f"{MODULE}:shout"):
+        job_id = assert_ok(project.run("jobs", "send", target, '["hi"]')).strip()
+        assert project.job(job_id)["name"] == "shout"
+    assert len(project.queued_ids()) == 2
 
 
 def test_send_countdown_puts_the_job_on_the_schedule(project: JobsProject) -> None:

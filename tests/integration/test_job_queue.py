@@ -867,6 +867,70 @@ async def test_unknown_job_name_is_dead_and_the_worker_goes_on(
     assert fields[b"error"].startswith(b"UnknownJob")
 
 
+async def test_a_call_that_does_not_bind_on_the_worker_is_dead_at_once(new_app: NewApp) -> None:
+    """An unannotated job whose enqueuer's declaration takes other arguments than the
+    worker's: the call is refused on the worker (InvalidArguments, DEAD, no retries)
+    rather than failing with TypeError on every try."""
+    app = new_app()
+    other = new_app()
+    runs: list[Any] = []
+
+    @app.job(name="loose", retries=3)
+    async def loose(a):  # type: ignore[no-untyped-def]
+        runs.append(a)
+
+    @other.job(name="loose", retries=3)
+    async def loose_elsewhere(a, b):  # type: ignore[no-untyped-def]
+        pass
+
+    r = await loose_elsewhere.delay(1, 2)
+    async with Running(app):
+        info = await reach(r, JobStatus.DEAD)
+    assert info.tries == 1
+    assert info.error is not None and info.error.type == "InvalidArguments"
+    assert runs == []
+
+
+async def test_the_worker_reads_arguments_and_writes_results_with_the_stored_codec(
+    new_app: NewApp, redis_client: redis.Redis
+) -> None:
+    """A job stored with another serializer than the worker's declaration (msgpack by the
+    enqueuer, JSON by the worker) is decoded with the one it was stored with, and its
+    result is written with it too, so any reader decodes it."""
+    app = new_app()
+    other = new_app()
+
+    @app.job(name="echo")
+    async def echo(data: bytes) -> bytes:
+        return data * 2
+
+    @other.job(name="echo", serializer="msgpack")
+    async def echo_elsewhere(data: bytes) -> bytes:
+        return data
+
+    r = await echo_elsewhere.delay(b"\xff\x00")
+    async with Running(app):
+        assert await r.get(timeout=HANG_GUARD) == b"\xff\x00\xff\x00"
+    assert redis_client.hget(key(app, f"job.{r.id}"), "codec") == b"msgpack"
+
+
+async def test_delay_says_whether_it_stored_the_job(new_app: NewApp) -> None:
+    """``result.enqueued``: True from the call that stored the job, False from a call whose
+    job_id existed already; None on a handle made from an id."""
+    app = new_app()
+
+    @app.job
+    async def once() -> None:
+        pass
+
+    first = await once.delay(job_id="only-once")
+    again = await once.delay(job_id="only-once")
+    synced = await asyncio.to_thread(once.delay_sync, job_id="only-once")
+    assert (first.enqueued, again.enqueued, synced.enqueued) == (True, False, False)
+    assert once.result("only-once").enqueued is None
+    app.portal.call(app.aclose)
+
+
 async def test_arguments_failing_on_the_worker_make_the_job_dead_at_once(new_app: NewApp) -> None:
     """Arguments that pass the enqueuer's signature but not the worker's (an app of the
     same name declaring the job differently) make the job DEAD without retries."""
@@ -1324,13 +1388,14 @@ async def test_recovery_is_refused_while_the_executor_beats(
     assert not await store.forget("ghost")
 
 
-async def test_a_worker_cancelled_hard_leaves_its_job_to_another(
+async def test_a_worker_cancelled_hard_puts_its_job_back_uncounted(
     new_app: NewApp, redis_client: redis.Redis
 ) -> None:
-    """A worker task cancelled outright (no graceful stop) while running a job: the next
-    worker takes the job back as a failed try (RETRY, WorkerLost) and runs it again."""
+    """A worker task cancelled outright (a second signal: no grace period) while running a
+    job still makes one quick attempt to put the job back: SENT again, its try not
+    counted, and the next worker runs it as its first try. (A worker that dies instead
+    leaves it to recovery, as a failed try: the ghost-executor tests above.)"""
     app = new_app()
-    clock = manual(app)
     state = {"block": True}
     runs: list[int] = []
 
@@ -1356,16 +1421,14 @@ async def test_a_worker_cancelled_hard_leaves_its_job_to_another(
     finally:
         if not first.task.done():
             first.task.cancel()
+    info = await r.info()
+    assert info is not None
+    assert (info.status, info.tries, info.error) == (JobStatus.SENT, 0, None)
+    assert queue_state(redis_client, app) == (1, 0)
     state["block"] = False
     async with Running(app):
-        info = await reach(r, JobStatus.RETRY)
-        assert info.tries == 1
-        assert info.error is not None and info.error.type == "WorkerLost"
-        due = due_score(redis_client, app, r.id)
-        assert due is not None
-        clock.set(due + 0.01)
-        assert await r.get(timeout=HANG_GUARD) == 2
-    assert runs == [1, 2]
+        assert await r.get(timeout=HANG_GUARD) == 1
+    assert runs == [1, 1]
     assert queue_state(redis_client, app) == (0, 0)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -205,7 +206,7 @@ def send(
     is enqueued.
     """
     load_plugins(plugins)
-    job = load(target, JobFunction)
+    job = _load_job(target)
     args = _parse(args_json, "ARGS_JSON", list, "a JSON array")
     kwargs = _parse(kwargs_json, "KWARGS_JSON", dict, "a JSON object")
     if job_id is not None and not 1 <= len(job_id) <= MAX_ID_LENGTH:
@@ -251,6 +252,20 @@ _JSON_NAMES = {
     bool: "a boolean",
     type(None): "null",
 }
+
+
+def _load_job(target: str) -> JobFunction[Any, Any]:
+    """``MODULE:NAME``: the job function that is the module's attribute NAME, or else the
+    job an app of the module declares under that name (``@app.job(name=...)``)."""
+    try:
+        return load(target, JobFunction)
+    except click.ClickException:
+        module = sys.modules.get(target.partition(":")[0])
+        name = target.partition(":")[2]
+        for value in vars(module).values() if module is not None else ():
+            if isinstance(value, App) and name in value.jobs:
+                return value.jobs[name]
+        raise
 
 
 def _parse(text: str, what: str, kind: type, named: str) -> Any:

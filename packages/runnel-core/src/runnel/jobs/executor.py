@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runnel.exceptions import DecodeError
+from runnel.exceptions import DecodeError, UnknownPlugin
 from runnel.jobs import codec
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
@@ -86,6 +86,8 @@ class JobExecutor:
         self._running: set[asyncio.Task[None]] = set()
         self._held = 0
         """Slots in use: jobs running, and jobs asked for by a take in flight."""
+        self._stuck = 0
+        """Threads of plain-function jobs that timed out or were cancelled but still run."""
         self._slot = asyncio.Event()
         self._stopping = asyncio.Event()
         self._pool: ThreadPoolExecutor | None = None
@@ -101,7 +103,8 @@ class JobExecutor:
 
     @property
     def running(self) -> int:
-        return len(self._running)
+        """Jobs running, with threads still busy with a job given up on."""
+        return len(self._running) + self._stuck
 
     # The life of an executor.
 
@@ -145,12 +148,18 @@ class JobExecutor:
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
+            await self.finisher.last_chance()
             try:
                 await self.store.leave(self.id)
             except Exception as exc:
                 reraise_if_cancelled()
                 log.warning("%r could not unregister (its heartbeat will expire): %r", self, exc)
-        log.info("job executor %s stopped (%d jobs run)", self.id, self.done)
+        log.info(
+            "job executor %s stopped (%d jobs succeeded, %d tries failed)",
+            self.id,
+            self.done,
+            self.failed,
+        )
 
     async def _fetch(self, tg: asyncio.TaskGroup) -> None:
         """Take jobs while slots are free, until stopped: two lanes, each asking for at most
@@ -243,11 +252,15 @@ class JobExecutor:
 
     async def _attempt(self, job: JobFunction[Any, Any], d: Delivery) -> Outcome:
         try:
-            decoded, kwargs = codec.decode_arguments(job.serializer, d.payload)
+            # The codec the job was stored with: an enqueuing app may declare another.
+            serializer = job.serializer if d.codec == job.codec else codec.serializer_named(d.codec)
+            decoded, kwargs = codec.decode_arguments(serializer, d.payload)
             args: tuple[Any, ...] | list[Any] = decoded
-            if not job.signature.trivial:
+            if job.signature.trivial:
+                job.signature.check(decoded, kwargs)
+            else:
                 args, kwargs = job.signature.convert(decoded, kwargs)
-        except (DecodeError, InvalidArguments) as exc:
+        except (DecodeError, InvalidArguments, UnknownPlugin) as exc:
             # It would fail the same way every time: no retries.
             log.error("job %s %s cannot run: %s", job.name, d.id, exc)
             return self._dead(d, _error_info(exc), result=d.results)
@@ -273,7 +286,7 @@ class JobExecutor:
             return self._failure(job, d, _error_info(exc))
         self.done += 1
         try:
-            result = codec.result_item(job.serializer, value) if d.results else None
+            result = codec.result_item(serializer, value) if d.results else None
         except Exception as exc:
             log.error("job %s %s returned a value that cannot be stored: %r", job.name, d.id, exc)
             error = ErrorInfo("EncodeError", f"cannot encode the return value: {exc}")
@@ -296,12 +309,14 @@ class JobExecutor:
                 # Timed out or cancelled, but a thread cannot be stopped: its slot stays
                 # taken until it returns, so the pool always has a thread for a new job.
                 self._held += 1
+                self._stuck += 1
                 loop = asyncio.get_running_loop()
                 running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done))
             raise
 
     def _thread_done(self) -> None:
         self._held -= 1
+        self._stuck -= 1
         self._slot.set()
 
     def _failure(self, job: JobFunction[Any, Any], d: Delivery, error: ErrorInfo) -> Outcome:
@@ -360,7 +375,7 @@ class JobExecutor:
             "pid": os.getpid(),
             "worker": self.worker,
             "concurrency": self.settings.concurrency,
-            "running": len(self._running),
+            "running": self.running,
             "done": self.done,
             "failed": self.failed,
             "started": self._started,
@@ -433,6 +448,23 @@ class Finisher:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    async def last_chance(self, within: float = 1.0) -> None:
+        """Stopped at once (a second signal): one quick try to record what is pending, so
+        that jobs cancelled mid-run go back uncounted rather than wait for recovery."""
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        try:
+            async with asyncio.timeout(within):
+                await self.store.finish(self.executor, batch, self.results_ttl)
+        except (Exception, asyncio.CancelledError) as exc:
+            log.warning(
+                "%d job outcomes were not recorded (%r); their jobs are taken back once this "
+                "worker's heartbeat expires",
+                len(batch),
+                exc,
+            )
 
     async def run(self) -> None:
         backoff = Backoff()

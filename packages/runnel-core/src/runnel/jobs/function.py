@@ -72,8 +72,8 @@ class JobFunction(Generic[P, R]):
         function's signature first (:class:`runnel.jobs.InvalidArguments`).
         """
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
-        await self.app.job_store.submit(new)
-        return JobResult(self.app, new.id, self)
+        enqueued = await self.app.job_store.submit(new)
+        return JobResult(self.app, new.id, self, enqueued)
 
     def delay_sync(
         self,
@@ -85,8 +85,8 @@ class JobFunction(Generic[P, R]):
     ) -> SyncJobResult[R]:
         """:meth:`delay` for synchronous code (no event loop needed); blocks until stored."""
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
-        self.app.portal.call(lambda: self.app.job_store.submit(new))
-        return JobResult(self.app, new.id, self).sync()
+        enqueued = self.app.portal.call(lambda: self.app.job_store.submit(new))
+        return JobResult(self.app, new.id, self, enqueued).sync()
 
     def result(self, job_id: str) -> JobResult[R]:
         """The handle of a job of this function enqueued earlier (by id)."""

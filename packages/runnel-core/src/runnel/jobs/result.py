@@ -33,10 +33,19 @@ class JobResult(Generic[R]):
     same handle for synchronous code.
     """
 
-    def __init__(self, app: App, job_id: str, job: JobFunction[Any, R] | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        job_id: str,
+        job: JobFunction[Any, R] | None = None,
+        enqueued: bool | None = None,
+    ) -> None:
         self.app = app
         self.id = job_id
         self.job = job
+        self.enqueued = enqueued
+        """From ``delay()``: True if this call stored the job, False if a job with its
+        ``job_id`` existed already (and was left as it was); None for a handle by id."""
 
     def __repr__(self) -> str:
         name = f" {self.job.name}" if self.job is not None else ""
@@ -97,6 +106,7 @@ class SyncJobResult(Generic[R]):
     def __init__(self, result: JobResult[R]) -> None:
         self._result = result
         self.id = result.id
+        self.enqueued = result.enqueued
 
     def __repr__(self) -> str:
         return repr(self._result).replace("<JobResult", "<SyncJobResult", 1)

@@ -37,7 +37,8 @@ log = logging.getLogger("runnel.supervisor")
 FIRST_DELAY = 1.0
 MAX_DELAY = 30.0
 HEALTHY_AFTER = 60.0
-"""A child that ran this long before it exited is restarted without waiting."""
+"""A child that ran this long before it exited is restarted after the first delay again
+(its backoff starts over)."""
 POLL = 0.1
 
 
