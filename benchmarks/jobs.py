@@ -25,7 +25,7 @@ import orjson
 import redis
 
 from benchmarks import harness
-from benchmarks.common import ROOT, Row, rate, spread
+from benchmarks.common import APP, ROOT, Row, rate, spread, stream_keys
 
 PEERS = {
     "arq": ["arq==0.28.0"],
@@ -263,12 +263,11 @@ def _remaining(client: redis.Redis, what: str) -> Any:
     if what == "jobs":
         from runnel_redis import keys
 
-        queue = keys.job_queue("bproc")
+        queue = keys.job_queue(APP)
         return lambda: client.xlen(queue)
-    from benchmarks.processes_app import PARTITIONS, STREAM
-    from runnel_redis import keys
+    from benchmarks.processes_app import STREAM
 
-    streams = [keys.partition("bproc", STREAM, n) for n in range(PARTITIONS)]
+    streams = stream_keys(STREAM)
 
     def left() -> int:
         pipe = client.pipeline(transaction=False)

@@ -4,7 +4,8 @@ Read top to bottom, :meth:`JobExecutor.run` is its whole life:
 
     prepare the store; beat once        (registered and alive before taking anything)
     until stopped, concurrently:
-        fetcher      while a slot is free: take jobs (marked EXECUTING), one task each
+        fetcher      two lanes, each taking up to half the free slots' worth of jobs
+                     (marked EXECUTING as they are taken), one task per job
         finisher     record outcomes in batches: each with the job's removal, atomically
         heartbeat    every timeout/3: say we are alive (and what we run)
         scheduler    every schedule interval: move due jobs (countdown, retries) to the queue
