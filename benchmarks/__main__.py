@@ -25,10 +25,11 @@ SUITE = {
     "scaling": scaling.run,
 }
 OTHERS = {
-    "jobs": jobs.run,
-    "processes": jobs.processes_run,
+    "jobs": (jobs.run, "arq or saq"),
+    "processes": (jobs.processes_run, "--processes 1"),
 }
-"""Run on their own, with a table of their own (the job queue's peers are arq and saq)."""
+"""Run on their own, each with its own baseline: the job queue's peers (arq, saq), or one
+worker process against two."""
 
 
 def header(url: str) -> str:
@@ -63,7 +64,12 @@ def main() -> None:
 
         profiling.run(args.case or "records", args.events)
         return
-    chosen = {args.which: {**SUITE, **OTHERS}[args.which]} if args.which else SUITE
+    baseline = "plain redis-py"
+    if args.which in OTHERS:
+        chosen = {args.which: OTHERS[args.which][0]}
+        baseline = OTHERS[args.which][1]
+    else:
+        chosen = {args.which: SUITE[args.which]} if args.which else SUITE
     rows: list[Row] = []
     with server() as url:
         print(header(url), flush=True)
@@ -72,7 +78,7 @@ def main() -> None:
             events = args.events if args.which or run is throughput.run else None
             rows += run(url, events=events, rounds=args.rounds)
         print()
-        print(table(rows))
+        print(table(rows, baseline))
         print(f"\n{load()} (1, 5, 15 min)")
 
 

@@ -138,8 +138,9 @@ def spread(values: list[float]) -> str:
     return f"{(max(values) - min(values)) / max(values):.0%}" if len(values) > 1 else "-"
 
 
-def table(rows: list[Row]) -> str:
-    head = ("figure", "runnel", "plain redis-py", "ratio", "target", "met", "spread r/p")
+def table(rows: list[Row], baseline: str = "plain redis-py") -> str:
+    """The rows, each figure next to its ``baseline`` (what Runnel is compared with)."""
+    head = ("figure", "runnel", baseline, "ratio", "target", "met", "spread r/b")
     cells = [
         (
             r.figure,

@@ -1,5 +1,6 @@
 -- Record how deliveries ended, each together with its removal from the queue (XACK and
--- XDEL), so the queue holds only unfinished work and no step can be half done.
+-- XDEL), so the queue holds only unfinished work and no step can be half done. (The
+-- deletions and the results index additions go in one command each, at the end.)
 -- KEYS[1] queue stream, KEYS[2] schedule, KEYS[3] dead letters, KEYS[4] results index.
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] results ttl (ms), ARGV[4] now (ms),
 -- ARGV[5] a heartbeat key that must be absent ('' for none: recovery on behalf of a
@@ -18,13 +19,15 @@ if ARGV[5] ~= '' and redis.call('EXISTS', ARGV[5]) == 1 then
 end
 local prefix, group, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local queue = KEYS[1]
+local done = {}     -- entries to delete from the queue, all in one XDEL
+local kept = {}     -- results index additions (score, id, ...), all in one ZADD
 for i = 6, #ARGV, 6 do
   local kind, entry, id, at, a, b =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   if redis.call('XACK', queue, group, entry) == 0 then
     refused[#refused + 1] = id
   else
-    redis.call('XDEL', queue, entry)
+    done[#done + 1] = entry
     local key = prefix .. 'job.' .. id
     -- A job purged while it ran is not brought back to life by its outcome.
     if redis.call('HEXISTS', key, 'name') == 1 then
@@ -36,7 +39,8 @@ for i = 6, #ARGV, 6 do
           local rkey = prefix .. 'result.' .. id
           redis.call('RPUSH', rkey, a)
           redis.call('PEXPIRE', rkey, ttl)
-          redis.call('ZADD', KEYS[4], tonumber(at) + ttl, id)
+          kept[#kept + 1] = tonumber(at) + ttl
+          kept[#kept + 1] = id
         end
         redis.call('PEXPIRE', key, ttl)
       elseif kind == 'r' then
@@ -64,6 +68,13 @@ for i = 6, #ARGV, 6 do
       end
     end
   end
+end
+-- In slices: unpack() is limited by Lua's stack.
+for first = 1, #done, 1000 do
+  redis.call('XDEL', queue, unpack(done, first, math.min(first + 999, #done)))
+end
+for first = 1, #kept, 1000 do
+  redis.call('ZADD', KEYS[4], unpack(kept, first, math.min(first + 999, #kept)))
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[4])
 return refused
