@@ -6,6 +6,7 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -47,6 +48,15 @@ class _JobDecorator(Protocol):
 
     @overload
     def __call__(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
+
+
+@dataclass
+class _Connections:
+    """What an app uses in one event loop: its transport, and its job store (made on
+    first use, over the transport's connections)."""
+
+    transport: Transport
+    job_store: JobStore | None = None
 
 
 _PROCESSOR_SETTINGS = (
@@ -93,54 +103,50 @@ class App:
         """Tasks, timers and crontabs (``@app.task``, ``@app.timer``, ``@app.crontab``)."""
         self.clock: Clock = SystemClock()
         """What the job queue takes the time from; tests may put a ``ManualClock`` here."""
-        self._transports: dict[int, tuple[Callable[[], Any], Transport]] = {}
+        self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connections]
+        self._connections = weakref.WeakKeyDictionary()
+        self._loopless: _Connections | None = None
         self._portal: Portal | None = None
 
     def __repr__(self) -> str:
         return f"<App {self.name}>"
 
-    # The transport, made on first use in each event loop (connections belong to a loop;
+    # Connections, made on first use in each event loop (they belong to a loop;
     # synchronous job calls run in a loop of their own, see runnel.jobs.portal).
+
+    def _here(self) -> _Connections:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # outside any loop: only for what needs no connection
+            if self._loopless is None:
+                self._loopless = _Connections(self._new_transport())
+            return self._loopless
+        found = self._connections.get(loop)
+        if found is None:
+            found = self._connections[loop] = _Connections(self._new_transport())
+        return found
+
+    def _new_transport(self) -> Transport:
+        return transport_for(self.settings.redis_url, self.settings)
 
     @property
     def transport(self) -> Transport:
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        key = id(loop)
-        entry = self._transports.get(key)
-        if entry is None or entry[0]() is not loop:
-            for k, (ref, _) in list(self._transports.items()):
-                old = ref()
-                if k and (old is None or old.is_closed()):
-                    del self._transports[k]
-            ref = weakref.ref(loop) if loop is not None else (lambda: None)
-            entry = self._transports[key] = (
-                ref,
-                transport_for(self.settings.redis_url, self.settings),
-            )
-        return entry[1]
-
-    async def aclose(self) -> None:
-        """Close this event loop's connections."""
-        try:
-            key = id(asyncio.get_running_loop())
-        except RuntimeError:
-            key = id(None)
-        entry = self._transports.pop(key, None)
-        if entry is not None:
-            await entry[1].aclose()
+        """The store of this app's streams, for this event loop."""
+        return self._here().transport
 
     @property
     def job_store(self) -> JobStore:
         """The store of this app's job queue, for this event loop."""
-        transport = self.transport
-        store = getattr(transport, "_runnel_job_store", None)
-        if store is None:
-            store = transport.job_store(self.name)
-            transport._runnel_job_store = store  # type: ignore[attr-defined]
-        return store
+        here = self._here()
+        if here.job_store is None:
+            here.job_store = here.transport.job_store(self.name)
+        return here.job_store
+
+    async def aclose(self) -> None:
+        """Close this event loop's connections."""
+        here = self._connections.pop(asyncio.get_running_loop(), None)
+        if here is not None:
+            await here.transport.aclose()
 
     @property
     def portal(self) -> Portal:
