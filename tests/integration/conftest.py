@@ -23,6 +23,19 @@ FAST = {"default_read_timeout": 100, "default_grace_period": 5, "default_join_de
 """Short blocking reads so that a graceful stop never waits long for the fetcher."""
 
 
+def dump_tasks() -> None:
+    """Print where every task of the loop is waiting: what a hung test needs to be fixed."""
+    print("--- tasks of the hung loop ---")
+    for task in asyncio.all_tasks():
+        print(f"{task.get_name()}:")
+        step: Any = task.get_coro()
+        while step is not None:
+            frame = getattr(step, "cr_frame", None) or getattr(step, "gi_frame", None)
+            if frame is not None:
+                print(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+            step = getattr(step, "cr_await", None) or getattr(step, "gi_yieldfrom", None)
+
+
 def make_app(name: str, redis_url: str, **settings: Any) -> App:
     return App(name=name, redis_url=redis_url, **{**FAST, **settings})
 
@@ -47,6 +60,7 @@ class Running:
             async with asyncio.timeout(HANG_GUARD):
                 await asyncio.shield(self.task)
         except TimeoutError:
+            dump_tasks()
             self.task.cancel()
             raise
 
@@ -63,8 +77,12 @@ class Running:
     async def exit_code(self) -> int:
         """Wait for the worker to end on its own (HALT), returning its exit code."""
         assert self.task is not None
-        async with asyncio.timeout(HANG_GUARD):
-            return await asyncio.shield(self.task)
+        try:
+            async with asyncio.timeout(HANG_GUARD):
+                return await asyncio.shield(self.task)
+        except TimeoutError:
+            dump_tasks()
+            raise
 
     async def until(self, check: Callable[[], Any], what: str = "condition") -> Any:
         """Poll ``check`` until truthy; fail if the worker ends first or the guard expires."""

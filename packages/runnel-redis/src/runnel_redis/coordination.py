@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.coordination import Coordination, Leadership, Members, ReadResult
+from runnel.processing.retry import reraise_if_cancelled
 from runnel_redis import keys, resp, scripts
 
 ADMIN_TTL_MS = 10_000
@@ -90,6 +91,7 @@ class RedisCoordination(Coordination):
 
     async def _take_admin_lock(self, token: str) -> None:
         while True:
+            reraise_if_cancelled()  # redis-py may have swallowed one
             try:
                 if await self.redis.set(self.admin_key, token, nx=True, px=ADMIN_TTL_MS):
                     return

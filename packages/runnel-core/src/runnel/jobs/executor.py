@@ -38,7 +38,13 @@ from runnel.jobs import codec
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
-from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
+from runnel.processing.retry import (
+    BLOCK_CAP_MS,
+    Backoff,
+    cancel_and_wait,
+    reraise_if_cancelled,
+    retrying,
+)
 
 if TYPE_CHECKING:
     from runnel.jobs.clock import Clock
@@ -224,9 +230,7 @@ class JobExecutor:
                 len(late),
                 self.settings.grace_period,
             )
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+            await cancel_and_wait(late)
 
     # One job.
 

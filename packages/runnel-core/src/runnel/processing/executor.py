@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 from runnel.coordination import Members
 from runnel.exceptions import RunnelError
 from runnel.processing.acks import Acknowledger
-from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
+from runnel.processing.retry import (
+    BLOCK_CAP_MS,
+    Backoff,
+    cancel_and_wait,
+    reraise_if_cancelled,
+    retrying,
+)
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
 
@@ -148,8 +154,7 @@ class Executor:
         await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
         if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait([task])
             return False
         task.result()
         return True

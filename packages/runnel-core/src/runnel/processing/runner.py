@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from runnel.processing.consumer import Consumer
 from runnel.processing.fetcher import Fetcher
 from runnel.processing.inbox import Inbox
+from runnel.processing.retry import cancel_and_wait
 from runnel.types import Partition
 
 if TYPE_CHECKING:
@@ -96,6 +97,4 @@ class Runner:
                 self.executor.processor.name,
                 grace,
             )
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+            await cancel_and_wait(late)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.processing.executor import Executor
-from runnel.processing.retry import reraise_if_cancelled
+from runnel.processing.retry import cancel_and_wait, reraise_if_cancelled
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -149,8 +149,7 @@ class Worker:
                     work = asyncio.create_task(self._leader_jobs(jobs), name="leader-jobs")
                 elif not leading and work is not None:
                     log.info("worker %s is no longer the leader", self.id)
-                    work.cancel()
-                    await asyncio.gather(work, return_exceptions=True)
+                    await cancel_and_wait([work])
                     work = None
                 self._leading = leading
                 try:
@@ -182,8 +181,7 @@ class Worker:
         if not pending:
             return
         _, late = await asyncio.wait(pending, timeout=self.app.settings.default_grace_period)
-        for task in late:
-            task.cancel()
+        await cancel_and_wait(late)
 
     def _on_signal(self, sig: signal.Signals, main: asyncio.Task[None] | None) -> None:
         self._signals += 1
