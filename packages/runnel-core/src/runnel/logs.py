@@ -27,13 +27,26 @@ class JSONFormatter(logging.Formatter):
         return orjson.dumps(out, default=repr).decode()
 
 
+LEVELS = ("debug", "info", "warning", "error", "critical")
+FORMATS = ("console", "json")
+
+
 def configure(level: str = "info", fmt: str = "console") -> None:
-    """Send Runnel's logs to stderr in the chosen format (idempotent)."""
-    logger = logging.getLogger("runnel")
-    logger.setLevel(level.upper())
-    for handler in list(logger.handlers):
-        if getattr(handler, "_runnel", False):
-            logger.removeHandler(handler)
+    """Send every log record of the process to stderr in the chosen format (idempotent).
+
+    The handler sits on the root logger, so an app's own loggers
+    (``logging.getLogger("myapp")``) come out at the same level and in the same format
+    as Runnel's; a handler the app installed itself is left in place.
+    """
+    root = logging.getLogger()
+    root.setLevel(level.upper())
+    runnel = logging.getLogger("runnel")
+    for logger in (root, runnel):
+        for handler in list(logger.handlers):
+            if getattr(handler, "_runnel", False):
+                logger.removeHandler(handler)
+    runnel.setLevel(logging.NOTSET)
+    runnel.propagate = True
     handler = logging.StreamHandler(sys.stderr)
     handler._runnel = True  # type: ignore[attr-defined]
     if fmt == "json":
@@ -42,5 +55,4 @@ def configure(level: str = "info", fmt: str = "console") -> None:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
         )
-    logger.addHandler(handler)
-    logger.propagate = False
+    root.addHandler(handler)

@@ -43,6 +43,18 @@ from runnel.exceptions import RunnelError
     metavar="N",
     help="Run N worker processes under a supervisor that restarts any that dies.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(logs.LEVELS, case_sensitive=False),
+    default=None,
+    help="Log level of the whole process (default: the log_level setting).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(logs.FORMATS),
+    default=None,
+    help="console lines or one JSON object per line (default: the log_format setting).",
+)
 @plugin_option
 def worker(
     target: str,
@@ -51,6 +63,8 @@ def worker(
     jobs: bool,
     concurrency: int | None,
     processes: int,
+    log_level: str | None,
+    log_format: str | None,
     plugins: tuple[str, ...],
 ) -> None:
     """Run a worker for the app MODULE:APP until SIGINT/SIGTERM: its processors, its job
@@ -61,7 +75,9 @@ def worker(
     """
     load_plugins(plugins)
     app = load(target, App)
-    logs.configure(app.settings.log_level, app.settings.log_format)
+    logs.configure(
+        (log_level or app.settings.log_level).lower(), log_format or app.settings.log_format
+    )
     if no_processors and processors:
         raise click.ClickException("give --processors or --no-processors, not both")
     chosen = [p.strip() for p in processors.split(",") if p.strip()] if processors else None
@@ -89,6 +105,10 @@ def worker(
             command.append("--no-jobs")
         if concurrency is not None:
             command += ["--concurrency", str(concurrency)]
+        if log_level:
+            command += ["--log-level", log_level]
+        if log_format:
+            command += ["--log-format", log_format]
         sys.exit(Supervisor(command, processes).run())
     try:
         code = asyncio.run(app.run_worker(chosen, jobs=jobs, concurrency=concurrency))
