@@ -70,6 +70,16 @@ _PROCESSOR_SETTINGS = (
     "join_delay",
 )
 
+_RETRY_OPTIONS = {
+    "retries": "event_retries",
+    "retry_backoff": "retry_backoff",
+    "retry_backoff_cap": "retry_backoff_cap",
+    "retry_jitter": "retry_jitter",
+    "fallback": "retry_fallback",
+}
+"""ExceptionPolicy.RETRY's processor options and the settings they override (``retries``
+is not ``default_retries``: that one is the job queue's)."""
+
 
 def _one_line(exc: ValidationError) -> str:
     return "; ".join(
@@ -207,7 +217,7 @@ class App:
         **options: Any,
     ) -> Callable[[F], F]:
         """Declare ``async def f(events)`` as a processor of ``stream``'s events."""
-        unknown = set(options) - set(_PROCESSOR_SETTINGS)
+        unknown = set(options) - set(_PROCESSOR_SETTINGS) - set(_RETRY_OPTIONS)
         if unknown:
             raise Misconfigured(f"unknown processor options: {', '.join(sorted(unknown))}")
         if not isinstance(stream, Stream):
@@ -224,7 +234,7 @@ class App:
             if proc_name in self.processors:
                 raise Misconfigured(f"a processor named {proc_name!r} is already declared")
             # Processor arguments are checked exactly like the default_* settings they override.
-            overrides = {f"default_{k}": v for k, v in options.items()}
+            overrides = {f"default_{_RETRY_OPTIONS.get(k, k)}": v for k, v in options.items()}
             if exception_policy is not None:
                 overrides["default_exception_policy"] = exception_policy
             try:
@@ -233,6 +243,7 @@ class App:
                 raise Misconfigured(f"processor {proc_name!r}: {_one_line(exc)}") from None
             policy = checked.default_exception_policy
             values = {key: getattr(checked, f"default_{key}") for key in _PROCESSOR_SETTINGS}
+            values |= {k: getattr(checked, f"default_{s}") for k, s in _RETRY_OPTIONS.items()}
             proc = Processor(
                 app=self,
                 stream=stream,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runnel.exceptions import Misconfigured
 from runnel.transport import Entry
 
 Members = dict[str, dict[str, Any]]
@@ -83,6 +84,21 @@ class Coordination(abc.ABC):
     @abc.abstractmethod
     async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
         """Acknowledge on partitions we hold; return the keys we no longer hold (not acked)."""
+
+    # Quarantined partitions (ExceptionPolicy.QUARANTINE), kept where the CLI can see them.
+
+    async def quarantine(self, partition: int, entry_id: str | None, error: str) -> None:
+        """Record that ``partition`` stopped on the event ``entry_id`` (and why)."""
+        raise Misconfigured(f"{type(self).__name__} cannot record quarantines")
+
+    async def quarantined(self) -> dict[int, dict[str, Any]]:
+        """The quarantined partitions: number -> {"id", "error", "since"}."""
+        raise Misconfigured(f"{type(self).__name__} cannot record quarantines")
+
+    async def lift(self, partitions: Sequence[int] | None, executor: str) -> list[int]:
+        """Lift the quarantine of ``partitions`` (all when None) and announce ``resume`` on
+        the control stream, so their owners start them again; return those lifted."""
+        raise Misconfigured(f"{type(self).__name__} cannot record quarantines")
 
 
 class Leadership(abc.ABC):

@@ -31,6 +31,11 @@ class Processor:
     grace_period: float = 8
     pool_size: int = 16
     join_delay: float = 2
+    retries: int = 3
+    retry_backoff: float = 0.5
+    retry_backoff_cap: float = 30
+    retry_jitter: float = 0
+    fallback: ExceptionPolicy = ExceptionPolicy.HALT
 
     def __repr__(self) -> str:
         return f"<Processor {self.name} on {self.stream.name}>"

@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     default_grace_period: float = Field(8, ge=0, description="seconds")
     default_pool_size: int = Field(16, gt=0)
     default_join_delay: float = Field(2, ge=0, description="seconds")
+    # ExceptionPolicy.RETRY (processor options retries=, retry_backoff=, ..., fallback=).
+    default_event_retries: int = Field(3, ge=0)
+    default_retry_backoff: float = Field(0.5, gt=0, description="seconds")
+    default_retry_backoff_cap: float = Field(30, gt=0, description="seconds")
+    default_retry_jitter: float = Field(0, ge=0, le=1)
+    default_retry_fallback: ExceptionPolicy = ExceptionPolicy.HALT
 
     # The job queue (docs/jobs.md).
     default_retries: int = Field(3, ge=0)
@@ -76,10 +82,17 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown time zone {value!r}") from None
         return value
 
-    @field_validator("default_exception_policy", mode="before")
+    @field_validator("default_exception_policy", "default_retry_fallback", mode="before")
     @classmethod
     def _policy(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("default_retry_fallback")
+    @classmethod
+    def _fallback(cls, value: ExceptionPolicy) -> ExceptionPolicy:
+        if value is ExceptionPolicy.RETRY:
+            raise ValueError("must be halt, quarantine or ignore (what to do once retries run out)")
+        return value
 
     @field_validator("default_hasher")
     @classmethod

@@ -24,11 +24,15 @@ class ExceptionPolicy(enum.StrEnum):
       every other partition goes on and the worker stays up.
     * ``IGNORE``: the exception is logged, the failed event counts as processed, and
       processing goes on with the next event.
+    * ``RETRY``: the failed event (or batch) is tried again in place, with exponential
+      backoff, up to the processor's ``retries``; nothing after it is processed
+      meanwhile. If it still fails, the processor's ``fallback`` policy applies.
     """
 
     HALT = "halt"
     QUARANTINE = "quarantine"
     IGNORE = "ignore"
+    RETRY = "retry"
 
 
 @dataclass(eq=False)

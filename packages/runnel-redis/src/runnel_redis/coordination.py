@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,6 +31,7 @@ class RedisCoordination(Coordination):
         self.membership_key = keys.membership(app, stream, processor)
         self.control_key = keys.control(app, stream, processor)
         self.admin_key = keys.admin_lock(app, stream, processor)
+        self.quarantine_key = keys.quarantine(app, stream, processor)
         self._acquire = client.register_script(scripts.ACQUIRE)
         self._release = client.register_script(scripts.RELEASE)
         self._beat = client.register_script(scripts.BEAT)
@@ -253,6 +255,24 @@ class RedisCoordination(Coordination):
         if isinstance(lost, Exception):
             raise lost
         return [streams[i - 1] for i in lost]
+
+    # Quarantines.
+
+    async def quarantine(self, partition: int, entry_id: str | None, error: str) -> None:
+        record = {"id": entry_id, "error": error, "since": time.time()}
+        await self.redis.hset(self.quarantine_key, str(partition), json.dumps(record))
+
+    async def quarantined(self) -> dict[int, dict[str, Any]]:
+        raw = await self.redis.hgetall(self.quarantine_key)
+        return {int(k): json.loads(v) for k, v in raw.items()}
+
+    async def lift(self, partitions: Sequence[int] | None, executor: str) -> list[int]:
+        held = await self.quarantined()
+        lifted = sorted(held if partitions is None else set(partitions) & set(held))
+        if lifted:
+            await self.redis.hdel(self.quarantine_key, *map(str, lifted))
+        await self.announce("resume", executor)
+        return lifted
 
 
 class RedisLeadership(Leadership):

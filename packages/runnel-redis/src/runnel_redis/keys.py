@@ -27,6 +27,11 @@ def heartbeat(app: str, stream: str, processor: str, executor_id: str) -> str:
     return f"__beat:{app}.{stream}.{processor}.{executor_id}"
 
 
+def quarantine(app: str, stream: str, processor: str) -> str:
+    """A hash: partition number -> JSON {"id", "error", "since"} of each quarantined one."""
+    return f"__quar:{app}.{stream}.{processor}"
+
+
 def leader(app: str) -> str:
     return f"__lead:{app}"
 

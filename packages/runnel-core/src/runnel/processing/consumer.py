@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 
 from runnel.processing.acks import Acks
 from runnel.processing.events import Events
+from runnel.processing.failures import failure_fields, failure_text, retry_delay
 from runnel.processing.inbox import Inbox
-from runnel.types import ExceptionPolicy, Partition
+from runnel.processing.retry import reraise_if_cancelled
+from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
     from runnel.processing.executor import Executor
@@ -32,11 +34,15 @@ class Consumer:
         self.acks = Acks(executor, partition.key)
         self.stopping = False
         self.poisoned = False
+        self._failing: bytes | None = None  # under RETRY: the first event of the failed iteration
+        self._attempts = 0  # how often it failed in a row
+        self._woken = asyncio.Event()
 
     def stop(self) -> None:
         """Finish the iteration in flight, then return (the runner enforces the grace period)."""
         self.stopping = True
         self.inbox.close()
+        self._woken.set()  # a retry's backoff ends early: its events stay unacknowledged
 
     async def run(self) -> None:
         try:
@@ -63,19 +69,25 @@ class Consumer:
             failure = None
 
         inflight = events.inflight
+        policy = self._policy_for(inflight) if failure is not None else None
+        if policy is not None:
+            events.context.policy = policy  # what the middleware's clean-up acts on
         try:
             await events.aclose(failure)
         except Exception as exc:
             # A middleware's clean-up failed (a dead-letter send, say): what was in flight
             # is not done. Under IGNORE try it again; otherwise apply the policy.
-            log.exception("middleware clean-up failed on %r", self.partition)
-            if self.processor.exception_policy is ExceptionPolicy.IGNORE:
+            fields = failure_fields(self.processor.name, self.partition, inflight)
+            log.exception("middleware clean-up failed: %s", failure_text(fields), extra=fields)
+            if failure is None:
+                failure, policy = exc, self._policy_for(inflight)
+            if policy is ExceptionPolicy.IGNORE:
                 await self._retry_later(inflight)
                 return
-            failure, inflight = failure or exc, []
 
         if failure is not None:
-            self._handle(failure, inflight)
+            assert policy is not None
+            await self._handle(failure, inflight, policy)
             return
         # Leaving the loop (return/break) finishes the iteration in flight.
         for event in inflight:
@@ -85,21 +97,78 @@ class Consumer:
             if not events.delivered:
                 await asyncio.sleep(RESTART_DELAY)
 
-    def _handle(self, exc: Exception, inflight: list) -> None:
-        policy = self.processor.exception_policy
-        where = f"processor {self.processor.name!r} on {self.partition!r}"
-        if policy is ExceptionPolicy.IGNORE:
-            log.error("%s raised; ignoring it and going on", where, exc_info=exc)
+    def _policy_for(self, inflight: list[Event]) -> ExceptionPolicy:
+        """The policy for this failure: under RETRY, the fallback once retries run out."""
+        processor = self.processor
+        if processor.exception_policy is not ExceptionPolicy.RETRY:
+            return processor.exception_policy
+        head = inflight[0].xid if inflight else None
+        if head == self._failing and self._attempts:
+            self._attempts += 1
+        else:
+            self._failing, self._attempts = head, 1
+        if self._attempts <= processor.retries:
+            return ExceptionPolicy.RETRY
+        return processor.fallback
+
+    async def _handle(self, exc: Exception, inflight: list[Event], policy: ExceptionPolicy) -> None:
+        fields = failure_fields(self.processor.name, self.partition, inflight)
+        where = failure_text(fields)
+        gave_up = self.processor.exception_policy is ExceptionPolicy.RETRY and self._attempts
+        if policy is not ExceptionPolicy.RETRY and gave_up:
+            where += f" failed {self._attempts} times"
+            self._failing, self._attempts = None, 0
+        if policy is ExceptionPolicy.RETRY:
+            await self._retry(exc, inflight, where, fields)
+        elif policy is ExceptionPolicy.IGNORE:
+            log.error("%s raised; ignoring it and going on", where, exc_info=exc, extra=fields)
             for event in inflight:
                 self.acks.add(event.xid)
         elif policy is ExceptionPolicy.QUARANTINE:
-            log.error("%s raised; quarantining the partition", where, exc_info=exc)
-            self.poisoned = True
+            log.error("%s raised; quarantining the partition", where, exc_info=exc, extra=fields)
             self.stop()
+            await self._record_quarantine(fields["entry_id"], exc)
+            self.poisoned = True  # after the record: a resume looks for poisoned ones without
         else:
-            log.error("%s raised; halting the worker", where, exc_info=exc)
+            log.error("%s raised; halting the worker", where, exc_info=exc, extra=fields)
             self.stop()
             self.executor.halt(exc)
+
+    async def _retry(self, exc: Exception, inflight: list[Event], where: str, fields: dict) -> None:
+        """Put the failed events back in front of the inbox and wait out the backoff (a
+        stop cuts it short: they stay unacknowledged and are delivered again later)."""
+        processor = self.processor
+        delay = retry_delay(
+            self._attempts,
+            processor.retry_backoff,
+            processor.retry_backoff_cap,
+            processor.retry_jitter,
+        )
+        log.warning(
+            "%s raised %r; retry %d of %d in %.2fs",
+            where,
+            exc,
+            self._attempts,
+            processor.retries,
+            delay,
+            extra={**fields, "attempt": self._attempts},
+        )
+        self.inbox.items.extendleft(reversed(inflight))
+        try:
+            async with asyncio.timeout(delay):
+                await self._woken.wait()
+        except TimeoutError:
+            pass
+
+    async def _record_quarantine(self, entry_id: str | None, exc: Exception) -> None:
+        """Where ``runnel status`` sees it, and ``runnel processor skip/resume`` lift it."""
+        try:
+            await self.executor.coordination.quarantine(
+                self.partition.number, entry_id, f"{type(exc).__name__}: {exc}"
+            )
+        except Exception as err:
+            reraise_if_cancelled()
+            log.warning("could not record the quarantine of %r: %r", self.partition, err)
 
     async def _retry_later(self, inflight: list) -> None:
         """Put unacknowledged events back in front of the inbox, to be tried again in order."""

@@ -268,6 +268,7 @@ class Executor:
             if got:
                 # No lease extension here: the lease comes from heartbeats, which extend
                 # every lock at once; a lock taken now expires later than the lease anyway.
+                await self._forget_quarantines(got)
                 await self.runner.assign([stream.partitions[n] for n in sorted(got)])
                 wanted = [n for n in wanted if n not in got]
             if wanted:
@@ -282,6 +283,26 @@ class Executor:
                     pass
         if target == self.runner.owned:
             log.info("%r owns partitions %s", self, sorted(target))
+
+    async def _forget_quarantines(self, taken: set[int]) -> None:
+        """A quarantine ends with its worker: the new owner tries the event again (and
+        records the quarantine anew if it fails again)."""
+        stale = set(await self.coordination.quarantined()) & taken
+        if stale:
+            log.info("%r: trying quarantined partitions %s again", self, sorted(stale))
+            await self.coordination.lift(sorted(stale), self.id)
+
+    async def _resume_lifted(self) -> None:
+        """Start again our quarantined partitions whose quarantine was lifted
+        (``runnel processor resume`` or ``skip``)."""
+        poisoned = [n for n, (c, _) in self.runner.consumers.items() if c.poisoned]
+        if not poisoned:
+            return
+        held = await self.coordination.quarantined()
+        lifted = [n for n in poisoned if n not in held]
+        if lifted:
+            log.info("%r: quarantine of partitions %s lifted; resuming them", self, lifted)
+            await self.runner.restart(lifted)
 
     # Background loops.
 
@@ -316,6 +337,7 @@ class Executor:
             reraise_if_cancelled()
             await asyncio.sleep(interval)
             try:
+                await self._resume_lifted()  # in case the control message was missed
                 members = await self.coordination.members()
                 alive = await self.coordination.alive(list(members))
                 dead = set(members) - alive - {self.id}
@@ -349,6 +371,12 @@ class Executor:
                 log.warning("%r control stream read failed: %r", self, exc)
                 await asyncio.sleep(1)
                 continue
+            if any(m.get("reason") == "resume" for m in messages):
+                try:
+                    await self._resume_lifted()
+                except Exception as exc:
+                    reraise_if_cancelled()
+                    log.warning("%r resuming quarantined partitions failed: %r", self, exc)
             if any(m.get("executor") != self.id for m in messages):
                 self._rebalance.set()
 

@@ -78,6 +78,13 @@ class Runner:
             self.consumers[p.number] = (consumer, task)
         self.fetcher.look_again()
 
+    async def restart(self, numbers: list[int]) -> None:
+        """Start the (stopped) consumers of these partitions again: they read the
+        partition's unacknowledged events first, the one that failed included."""
+        partitions = [self.consumers[n][0].partition for n in numbers if n in self.consumers]
+        await self.revoke([p.number for p in partitions])
+        await self.assign(partitions)
+
     async def revoke(self, numbers: list[int], graceful: bool = True) -> None:
         """Stop consuming these partitions: in-flight iterations finish (within the grace
         period, if ``graceful``) and what finished is acknowledged."""
