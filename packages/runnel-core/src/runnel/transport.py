@@ -103,6 +103,21 @@ class Transport(abc.ABC):
         acknowledged). The first is None where the store cannot tell."""
         raise Misconfigured(f"{type(self).__name__} cannot report backlogs")
 
+    async def first_pending(self, key: str, group: str) -> bytes | None:
+        """The oldest entry delivered to ``group`` on ``key`` and not acknowledged."""
+        raise Misconfigured(f"{type(self).__name__} cannot list pending entries")
+
+    async def scan(
+        self, key: str, after: bytes, count: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Up to ``count`` entries of ``key`` with ids after ``after`` (``b"0-0"``: all),
+        oldest first; a page of what is stored, for the CLI."""
+        raise Misconfigured(f"{type(self).__name__} cannot list entries")
+
+    async def remove(self, key: str, ids: Sequence[bytes]) -> int:
+        """Delete these entries of ``key``; return how many were there."""
+        raise Misconfigured(f"{type(self).__name__} cannot delete entries")
+
     def coordination(self, app: str, stream: str, processor: str) -> Coordination:
         """The shared state of one processor's executors (membership, locks, ...)."""
         raise Misconfigured(f"{type(self).__name__} does not support several workers")

@@ -205,6 +205,24 @@ class RedisTransport(Transport):
             out[key] = (int(lag), int(info["pending"]))
         return out
 
+    async def first_pending(self, key: str, group: str) -> bytes | None:
+        try:
+            rows = await self.redis.xpending_range(key, group, min="-", max="+", count=1)
+        except ResponseError as exc:
+            if "NOGROUP" in str(exc):
+                return None
+            raise
+        return rows[0]["message_id"] if rows else None
+
+    async def scan(
+        self, key: str, after: bytes, count: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        start = b"-" if after == b"0-0" else b"(" + after
+        return list(await self.redis.xrange(key, min=start, max="+", count=count))
+
+    async def remove(self, key: str, ids: Sequence[bytes]) -> int:
+        return int(await self.redis.xdel(key, *ids)) if ids else 0
+
     def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
         return RedisCoordination(self.redis, app, stream, processor, group=processor)
 

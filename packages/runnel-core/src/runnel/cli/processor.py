@@ -5,12 +5,21 @@ from __future__ import annotations
 import click
 
 from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.coordination import Coordination
+from runnel.exceptions import RunnelError
 from runnel.processor import Processor
+
+CLI_ID = "cli"
+"""Who the control messages sent by these commands come from."""
 
 
 @click.group()
 def processor() -> None:
-    """Inspect or change a processor's position in its stream."""
+    """Inspect or change a processor's position in its stream, or its quarantines."""
+
+
+def _coordination(proc: Processor) -> Coordination:
+    return proc.app.transport.coordination(proc.app.name, proc.stream.name, proc.name)
 
 
 @processor.command()
@@ -21,11 +30,13 @@ def processor() -> None:
     show_default=True,
     help="Stream id to restart from (0 = the beginning, $ = the end).",
 )
+@click.option("--force", is_flag=True, help="Reset even while workers of the processor run.")
 @plugin_option
-def reset(target: str, start: str, plugins: tuple[str, ...]) -> None:
+def reset(target: str, start: str, force: bool, plugins: tuple[str, ...]) -> None:
     """Make the processor read every partition again from START.
 
-    Pending (unacknowledged) events are forgotten. Stop the processor's workers first.
+    Pending (unacknowledged) events are forgotten and quarantines lifted. Refused while
+    workers of the processor are alive, unless --force.
     """
     load_plugins(plugins)
     proc = load(target, Processor)
@@ -34,8 +45,83 @@ def reset(target: str, start: str, plugins: tuple[str, ...]) -> None:
             f"--start {start!r} is not a stream id (0, $ or like 1526919030474-55)"
         )
     keys = [p.key for p in proc.stream.partitions]
-    run(proc.app.transport.reset_group(keys, proc.name, start), proc.app)
+
+    async def reset_all() -> None:
+        coordination = _coordination(proc)
+        if not force:
+            members = await coordination.members()
+            alive = sorted(await coordination.alive(list(members)))
+            if alive:
+                where = ", ".join(
+                    f"{ex} ({members[ex].get('host')} pid {members[ex].get('pid')})" for ex in alive
+                )
+                raise RunnelError(
+                    f"workers of {proc.name} are running: {where}; stop them first "
+                    "(or give --force)"
+                )
+        await proc.app.transport.reset_group(keys, proc.name, start)
+        await coordination.lift(None, CLI_ID)
+
+    run(reset_all(), proc.app)
     click.echo(f"reset {proc.name} on {len(keys)} partitions of {proc.stream.name} to {start}")
+
+
+@processor.command()
+@click.argument("target", metavar="MODULE:PROCESSOR")
+@click.option("--partition", "number", type=int, required=True, help="The partition number.")
+@click.option("--id", "xid", required=True, help="The entry id of the event to skip.")
+@plugin_option
+def skip(target: str, number: int, xid: str, plugins: tuple[str, ...]) -> None:
+    """Acknowledge one event without processing it (a poison event of a quarantined
+    partition) and let the partition go on after it.
+
+    Refused unless ID is the oldest unacknowledged event of the partition for this
+    processor: nothing else is ever skipped.
+    """
+    load_plugins(plugins)
+    proc = load(target, Processor)
+    if not 0 <= number < proc.stream.partition_count:
+        raise click.ClickException(
+            f"--partition {number}: {proc.stream.name} has partitions 0 to "
+            f"{proc.stream.partition_count - 1}"
+        )
+    if not _is_stream_id(xid):
+        raise click.ClickException(f"--id {xid!r} is not a stream id (like 1526919030474-55)")
+    key = proc.stream.partitions[number].key
+
+    async def skip_one() -> None:
+        transport = proc.app.transport
+        first = await transport.first_pending(key, proc.name)
+        if first is None:
+            raise RunnelError(f"partition {number} of {proc.name} has no pending event")
+        if first.decode() != xid:
+            raise RunnelError(
+                f"{xid} is not the first pending event of partition {number} of "
+                f"{proc.name} (that is {first.decode()}); nothing skipped"
+            )
+        await transport.ack(proc.name, {key: [first]})
+        await _coordination(proc).lift([number], CLI_ID)
+
+    run(skip_one(), proc.app)
+    click.echo(f"skipped {xid} on partition {number} of {proc.name}; the partition resumes")
+
+
+@processor.command()
+@click.argument("target", metavar="MODULE:PROCESSOR")
+@click.option("--partition", "number", type=int, default=None, help="Only this partition.")
+@plugin_option
+def resume(target: str, number: int | None, plugins: tuple[str, ...]) -> None:
+    """Lift the quarantine of the processor's partitions (or of one): their workers start
+    them again, from the event that failed, without a restart."""
+    load_plugins(plugins)
+    proc = load(target, Processor)
+    partitions = None if number is None else [number]
+    lifted = run(_coordination(proc).lift(partitions, CLI_ID), proc.app)
+    if not lifted:
+        which = "" if number is None else f" partition {number} of"
+        click.echo(f"nothing to resume:{which} {proc.name} is not quarantined")
+        return
+    click.echo(f"resumed partitions {', '.join(map(str, lifted))} of {proc.name}")
 
 
 def _is_stream_id(value: str) -> bool:

@@ -17,7 +17,8 @@ from runnel.cli.common import load, load_plugins, plugin_option, run
 @plugin_option
 def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Show each processor's workers, the partitions each owns, the leader, and each
-    partition's lag (events not yet delivered) and pending (delivered, not acknowledged)."""
+    partition's lag (events not yet delivered), pending (delivered, not acknowledged) and
+    state: owned, unowned, or QUARANTINED with the id of the event it stopped on."""
     load_plugins(plugins)
     app = load(target, App)
     report = run(_gather(app), app)
@@ -37,10 +38,24 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             parts = ",".join(map(str, ex["partitions"])) or "-"
             where = f"{ex['host']} pid {ex['pid']}"
             click.echo(f"  executor {ex['id']}  {where}  {state}  partitions {parts}")
-        click.echo("  partition  owner          lag  pending")
+        click.echo("  partition  owner          lag  pending  state")
         for p in proc["partitions"]:
             lag = "?" if p["lag"] is None else p["lag"]
-            click.echo(f"  {p['number']:>9}  {p['owner'] or '-':<12} {lag:>5}  {p['pending']:>7}")
+            state = p["state"]
+            if state == QUARANTINED:
+                state += f" at {p['failing_id'] or '?'}"
+            click.echo(
+                f"  {p['number']:>9}  {p['owner'] or '-':<12} {lag:>5}  {p['pending']:>7}  {state}"
+            )
+
+
+QUARANTINED = "QUARANTINED"
+
+
+def _state(owner: str | None, quarantine: dict[str, Any] | None) -> str:
+    if quarantine is not None:
+        return QUARANTINED
+    return "owned" if owner else "unowned"
 
 
 async def _gather(app: App) -> dict[str, Any]:
@@ -58,6 +73,7 @@ async def _gather(app: App) -> dict[str, Any]:
         owners = await coord.lock_owners(stream.partition_count)
         keys = [p.key for p in stream.partitions]
         backlog = await transport.backlog(keys, proc.name)
+        quarantined = await coord.quarantined()
         report["processors"].append(
             {
                 "name": proc.name,
@@ -78,6 +94,8 @@ async def _gather(app: App) -> dict[str, Any]:
                         "owner": owners.get(n),
                         "lag": backlog[key][0],
                         "pending": backlog[key][1],
+                        "state": _state(owners.get(n), quarantined.get(n)),
+                        "failing_id": quarantined.get(n, {}).get("id"),
                     }
                     for n, key in enumerate(keys)
                 ],
