@@ -171,10 +171,10 @@ async def test_an_event_whose_forwarding_failed_is_tried_again(
     forward = dlq.forward
     outages = ["down"]
 
-    async def flaky_forward(events: list[Event]) -> None:
+    async def flaky_forward(events: list[Event], error: str = "") -> None:
         if outages:
             raise ConnectionError(outages.pop())
-        await forward(events)
+        await forward(events, error)
 
     dlq.forward = flaky_forward  # type: ignore[method-assign]
     attempts: list[int] = []

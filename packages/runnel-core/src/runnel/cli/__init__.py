@@ -8,6 +8,7 @@ import click
 
 from runnel import __version__
 from runnel.cli.common import load_plugins, plugin_option
+from runnel.cli.dead import dead
 from runnel.cli.jobs import jobs
 from runnel.cli.plugins import plugins
 from runnel.cli.processor import processor
@@ -42,6 +43,7 @@ cli.add_command(processor)
 cli.add_command(status)
 cli.add_command(plugins)
 cli.add_command(jobs)
+cli.add_command(dead)
 
 
 def main() -> None:

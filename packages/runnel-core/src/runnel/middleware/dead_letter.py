@@ -26,6 +26,7 @@ class Dead(Record, primitive=True):
     partition: str
     xid: str
     data: bytes
+    error: str = ""
 
 
 class DeadLetterMiddleware(Middleware):
@@ -33,9 +34,9 @@ class DeadLetterMiddleware(Middleware):
 
     The sink is the one-partition stream ``dead.{source}``. A primitive source keeps its
     record type, so dead events are exact copies; any other source gets :class:`Dead`
-    entries holding the stored bytes with the partition, id and failure time. Consume the
-    sink with a processor like any stream. If forwarding fails the event is not counted as
-    processed: it is tried again.
+    entries holding the stored bytes with the partition, id, failure time and error.
+    Consume the sink with a processor like any stream, or use ``runnel dead``. If
+    forwarding fails the event is not counted as processed: it is tried again.
     """
 
     def __init__(self, source: Stream) -> None:
@@ -67,10 +68,12 @@ class DeadLetterMiddleware(Middleware):
                 exc = context.exception
                 failed = isinstance(exc, Exception) and not isinstance(exc, asyncio.CancelledError)
                 if failed and context.policy is ExceptionPolicy.IGNORE:
-                    await self.forward(item if isinstance(item, list) else [item])
+                    await self.forward(
+                        item if isinstance(item, list) else [item], f"{type(exc).__name__}: {exc}"
+                    )
                 raise
 
-    async def forward(self, events: list[Event]) -> None:
+    async def forward(self, events: list[Event], error: str = "") -> None:
         key = self.sink.partitions[0].key
         if self.source.record.is_primitive():
             entries = [(key, dict(e.data)) for e in events]
@@ -85,6 +88,7 @@ class DeadLetterMiddleware(Middleware):
                             partition=e.partition.key,
                             xid=e.xid.decode(),
                             data=e.data.get(b"data", b""),
+                            error=error,
                         )
                     ),
                 )
