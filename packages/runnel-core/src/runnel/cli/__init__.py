@@ -9,6 +9,7 @@ import click
 from runnel import __version__
 from runnel.cli.common import load_plugins, plugin_option
 from runnel.cli.jobs import jobs
+from runnel.cli.missing import dashboard
 from runnel.cli.plugins import plugins
 from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
@@ -42,6 +43,8 @@ cli.add_command(processor)
 cli.add_command(status)
 cli.add_command(plugins)
 cli.add_command(jobs)
+# Replaced by the runnel-dashboard plugin's command where that is installed.
+cli.add_command(dashboard)
 
 
 def main() -> None:
