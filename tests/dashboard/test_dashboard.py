@@ -92,9 +92,13 @@ def in_store(mod: ModuleType, call: Callable[[JobStore], Awaitable[Any]]) -> Any
     return asyncio.run(go())
 
 
-def enqueue_doomed(mod: ModuleType) -> None:
+def enqueue_doomed(mod: ModuleType, events: int = 0) -> None:
+    """The job "doomed" (it fails its only try), after ``events`` events on the stream."""
+
     async def go() -> None:
         try:
+            for n in range(events):
+                await mod.pings.send(mod.Ping(key=f"k{n}", n=n))
             await mod.fail.delay("boom", job_id="doomed")
         finally:
             await mod.app.aclose()
@@ -145,7 +149,7 @@ def test_the_page_shows_a_running_app_and_replays_a_dead_job(
 ) -> None:
     env = env_with(redis_url)
     with WorkerProcess(TARGET, tmp_path, env) as worker:
-        enqueue_doomed(module)
+        enqueue_doomed(module, events=12)
         wait_for(lambda: status_of(module, "doomed") == JobStatus.DEAD)
         dashboard = Dashboard(TARGET, tmp_path, env, "--allow-actions", "--sample-every", "0.5")
         try:
@@ -155,6 +159,8 @@ def test_the_page_shows_a_running_app_and_replays_a_dead_job(
             executor_id = executor.get_attribute("data-id")
             assert shown == {n: (executor_id, "owned") for n in range(PARTITIONS)}
             assert cells(executor)[3] == "alive"
+            heading = rows(browser, ".processor[data-name=tally] h3")[0].text
+            assert heading == "tally stream pings, 12 events stored"
 
             [dead] = wait_for(lambda: rows(browser, "tr.dead[data-id=doomed]"))
             assert cells(dead)[1:4] == ["doomed", "fail", "ValueError: failing on purpose: boom"]

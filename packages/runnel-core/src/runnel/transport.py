@@ -103,6 +103,11 @@ class Transport(abc.ABC):
         acknowledged). The first is None where the store cannot tell."""
         raise Misconfigured(f"{type(self).__name__} cannot report backlogs")
 
+    async def lengths(self, keys: Sequence[str]) -> dict[str, int]:
+        """For each key: how many entries it holds now (appended, less any trimmed), so
+        that a monitor can tell how many arrived between two looks."""
+        raise Misconfigured(f"{type(self).__name__} cannot report stream lengths")
+
     def coordination(self, app: str, stream: str, processor: str) -> Coordination:
         """The shared state of one processor's executors (membership, locks, ...)."""
         raise Misconfigured(f"{type(self).__name__} does not support several workers")

@@ -23,6 +23,9 @@ class Sample:
     """Jobs finished (succeeded or failed a try) per second since the sample before."""
     backlog: dict[str, int]
     """Per processor: events not yet delivered plus delivered and not acknowledged."""
+    processed: dict[str, float | None]
+    """Per processor: events acknowledged per second since the sample before: those that
+    arrived less the growth of the backlog (trimming the stream makes it an undercount)."""
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Sampler:
     keep: int = 120
     samples: deque[Sample] = field(init=False)
     _finished: dict[str, int] = field(default_factory=dict)
+    _streams: dict[str, tuple[int | None, int]] = field(default_factory=dict)
     _last_at: float | None = None
 
     def __post_init__(self) -> None:
@@ -47,18 +51,39 @@ class Sampler:
             # Counters restart with each executor: one that is new counts from zero.
             grown = sum(max(0, n - self._finished.get(ex, 0)) for ex, n in finished.items())
             rate = grown / (at - self._last_at)
-        self._finished, self._last_at = finished, at
         backlog = {
             proc["name"]: sum((p["lag"] or 0) + p["pending"] for p in proc["partitions"])
             for proc in snap["processors"]
         }
-        sample = Sample(at=at, jobs_per_second=rate, backlog=backlog)
+        streams = {
+            proc["name"]: (proc.get("length"), backlog[proc["name"]]) for proc in snap["processors"]
+        }
+        processed: dict[str, float | None] = {}
+        for name, (length, waiting) in streams.items():
+            before_length, before_waiting = self._streams.get(name, (None, 0))
+            if (
+                length is None
+                or before_length is None
+                or self._last_at is None
+                or at <= self._last_at
+            ):
+                processed[name] = None
+                continue
+            done = (length - before_length) - (waiting - before_waiting)
+            processed[name] = max(0, done) / (at - self._last_at)
+        self._finished, self._streams, self._last_at = finished, streams, at
+        sample = Sample(at=at, jobs_per_second=rate, backlog=backlog, processed=processed)
         self.samples.append(sample)
         return sample
 
     def as_json(self) -> list[dict[str, Any]]:
         return [
-            {"at": s.at, "jobs_per_second": s.jobs_per_second, "backlog": s.backlog}
+            {
+                "at": s.at,
+                "jobs_per_second": s.jobs_per_second,
+                "backlog": s.backlog,
+                "processed": s.processed,
+            }
             for s in self.samples
         ]
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from runnel.app import App
 from runnel.cli.jobs import jobs_report
 from runnel.cli.status import status_report
+from runnel.exceptions import Misconfigured
 
 DEAD_SHOWN = 200
 """The page lists at most this many dead letters (the oldest); the count says how many."""
@@ -35,6 +36,8 @@ async def snapshot(app: App) -> dict[str, Any]:
     """Processors, partitions, the leader; the job queue, its dead letters and the app's
     schedule of timers and crontabs."""
     status = await status_report(app)
+    for proc in status["processors"]:
+        proc["length"] = await _length(app, proc["name"])
     queue = await jobs_report(app) if app.jobs else None
     dead = []
     if queue is not None and queue["dead"]:
@@ -59,3 +62,13 @@ async def snapshot(app: App) -> dict[str, Any]:
             if task.kind != "task"
         ],
     }
+
+
+async def _length(app: App, processor: str) -> int | None:
+    """How many entries the processor's stream holds over all partitions (None where the
+    store cannot tell)."""
+    keys = [p.key for p in app.processors[processor].stream.partitions]
+    try:
+        return sum((await app.transport.lengths(keys)).values())
+    except Misconfigured:
+        return None

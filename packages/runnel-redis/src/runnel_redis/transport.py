@@ -205,6 +205,13 @@ class RedisTransport(Transport):
             out[key] = (int(lag), int(info["pending"]))
         return out
 
+    async def lengths(self, keys: Sequence[str]) -> dict[str, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.xlen(key)
+            counts = await pipe.execute()
+        return {key: int(n) for key, n in zip(keys, counts, strict=True)}
+
     def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
         return RedisCoordination(self.redis, app, stream, processor, group=processor)
 

@@ -69,11 +69,12 @@ function sparkline(values, width = 280, height = 52) {
 function spark(label, values, unit) {
   const known = values.filter((v) => v !== null);
   const last = known.length ? known[known.length - 1] : null;
-  const shown = last === null ? "-" : Number.isInteger(last) ? last : last.toFixed(1);
+  const fmt = (v) => (v === null ? "-" : Number.isInteger(v) ? v : v.toFixed(1));
+  const peak = known.length ? Math.max(...known) : null;
   return el(
     "figure",
     { class: "spark" },
-    el("figcaption", {}, `${label}: `, el("b", {}, shown), ` ${unit}`),
+    el("figcaption", {}, `${label}: `, el("b", {}, fmt(last)), ` ${unit} (peak ${fmt(peak)})`),
     sparkline(values),
   );
 }
@@ -92,8 +93,9 @@ function drawThroughput(state) {
     figures.push(spark("jobs finished", samples.map((s) => s.jobs_per_second), "per second"));
   }
   for (const proc of state.processors) {
-    const values = samples.map((s) => (proc.name in s.backlog ? s.backlog[proc.name] : null));
-    figures.push(spark(`${proc.name} backlog`, values, "events waiting or unacknowledged"));
+    const of = (series) => samples.map((s) => (s[series] || {})[proc.name] ?? null);
+    figures.push(spark(`${proc.name} processed`, of("processed"), "events per second"));
+    figures.push(spark(`${proc.name} backlog`, of("backlog"), "events waiting or unacknowledged"));
   }
   const minutes = ((samples[samples.length - 1].at - samples[0].at) / 60).toFixed(1);
   figures.push(el("p", { class: "empty" }, `${samples.length} samples over ${minutes} min`));
@@ -142,7 +144,13 @@ function drawProcessor(proc) {
   return el(
     "div",
     { class: "card processor", "data-name": proc.name },
-    el("h3", {}, proc.name, " ", el("span", { class: "sub" }, `stream ${proc.stream}`)),
+    el(
+      "h3",
+      {},
+      proc.name,
+      " ",
+      el("span", { class: "sub" }, `stream ${proc.stream}`, proc.length == null ? "" : `, ${proc.length} events stored`),
+    ),
     executors,
     partitions,
   );
