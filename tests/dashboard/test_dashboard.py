@@ -278,3 +278,22 @@ def assert_one_error_line(done: Any, *names: str) -> None:
     assert len(err.splitlines()) == 1 and err.startswith("Error:"), done.stderr
     for name in names:
         assert name in err, err
+
+
+def test_a_store_it_cannot_read_is_reported_without_its_password(
+    module: ModuleType, tmp_path: Path
+) -> None:
+    """The page still loads; the feed answers 503 with one line, the password hidden."""
+    env = env_with("redis://:hunter2@127.0.0.1:1/0")
+    dashboard = Dashboard(TARGET, tmp_path, env)
+    try:
+        with urllib.request.urlopen(dashboard.url, timeout=30) as answer:
+            assert "hunter2" not in answer.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            urllib.request.urlopen(dashboard.url + "api/state", timeout=60)
+        assert failed.value.code == 503
+        error = json.loads(failed.value.read())["error"]
+        assert "redis://:***@127.0.0.1:1/0" in error and "hunter2" not in error, error
+    finally:
+        dashboard.close()
+    assert "hunter2" not in dashboard.log_path.read_text()
