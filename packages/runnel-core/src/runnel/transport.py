@@ -118,6 +118,11 @@ class Transport(abc.ABC):
         """Delete these entries of ``key``; return how many were there."""
         raise Misconfigured(f"{type(self).__name__} cannot delete entries")
 
+    async def lengths(self, keys: Sequence[str]) -> dict[str, int]:
+        """For each key: how many entries it holds now (appended, less any trimmed), so
+        that a monitor can tell how many arrived between two looks."""
+        raise Misconfigured(f"{type(self).__name__} cannot report stream lengths")
+
     def coordination(self, app: str, stream: str, processor: str) -> Coordination:
         """The shared state of one processor's executors (membership, locks, ...)."""
         raise Misconfigured(f"{type(self).__name__} does not support several workers")

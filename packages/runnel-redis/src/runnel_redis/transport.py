@@ -223,6 +223,13 @@ class RedisTransport(Transport):
     async def remove(self, key: str, ids: Sequence[bytes]) -> int:
         return int(await self.redis.xdel(key, *ids)) if ids else 0
 
+    async def lengths(self, keys: Sequence[str]) -> dict[str, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.xlen(key)
+            counts = await pipe.execute()
+        return {key: int(n) for key, n in zip(keys, counts, strict=True)}
+
     def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
         return RedisCoordination(self.redis, app, stream, processor, group=processor)
 

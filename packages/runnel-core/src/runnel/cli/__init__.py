@@ -10,6 +10,7 @@ from runnel import __version__
 from runnel.cli.common import load_plugins, plugin_option
 from runnel.cli.dead import dead
 from runnel.cli.jobs import jobs
+from runnel.cli.missing import dashboard
 from runnel.cli.plugins import plugins
 from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
@@ -44,6 +45,8 @@ cli.add_command(status)
 cli.add_command(plugins)
 cli.add_command(jobs)
 cli.add_command(dead)
+# Replaced by the runnel-dashboard plugin's command where that is installed.
+cli.add_command(dashboard)
 
 
 def main() -> None:

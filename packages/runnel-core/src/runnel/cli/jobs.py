@@ -17,6 +17,7 @@ from runnel.jobs import codec
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
 from runnel.jobs.model import (
     DeadLetter,
+    ExecutorState,
     InvalidArguments,
     JobFailed,
     JobRecord,
@@ -45,24 +46,9 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     executors (alive or not) and what each runs."""
     load_plugins(plugins)
     app = load(target, App)
-
-    async def gather() -> tuple[QueueCounts, list[Any]]:
-        store = app.job_store
-        return await store.counts(app.clock.now()), await store.executors()
-
-    counts, executors = run(gather(), app)
+    counts, executors = run(_queue_state(app), app)
     now = app.clock.now()
-    report: dict[str, Any] = {
-        "app": app.name,
-        "jobs": sorted(app.jobs),
-        "queued": counts.queued,
-        "executing": counts.executing,
-        "scheduled": counts.scheduled,
-        "next_due": _iso(counts.next_due),
-        "dead": counts.dead,
-        "results": counts.results,
-        "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
-    }
+    report = _info_report(app, counts, executors)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -88,6 +74,30 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             f"running {i.get('running', '?')}/{i.get('concurrency', '?')}  "
             f"succeeded {i.get('done', '?')}  failed tries {i.get('failed', '?')}"
         )
+
+
+async def _queue_state(app: App) -> tuple[QueueCounts, list[ExecutorState]]:
+    store = app.job_store
+    return await store.counts(app.clock.now()), await store.executors()
+
+
+def _info_report(app: App, counts: QueueCounts, executors: list[ExecutorState]) -> dict[str, Any]:
+    return {
+        "app": app.name,
+        "jobs": sorted(app.jobs),
+        "queued": counts.queued,
+        "executing": counts.executing,
+        "scheduled": counts.scheduled,
+        "next_due": _iso(counts.next_due),
+        "dead": counts.dead,
+        "results": counts.results,
+        "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
+    }
+
+
+async def jobs_report(app: App) -> dict[str, Any]:
+    """What ``runnel jobs info --json`` prints, for other views of it (the dashboard)."""
+    return _info_report(app, *await _queue_state(app))
 
 
 # runnel jobs show
@@ -299,7 +309,11 @@ def _filters(fn: Any) -> Any:
     return fn
 
 
-async def _select(app: App, job_name: str | None, job_ids: tuple[str, ...]) -> list[DeadLetter]:
+async def select_dead_letters(
+    app: App, job_name: str | None, job_ids: tuple[str, ...]
+) -> list[DeadLetter]:
+    """The dead letters chosen by name and ids (all without either); a name or id that
+    matches nothing is a ClickException naming it."""
     letters = await app.job_store.dead_letters()
     chosen = [
         d
@@ -336,7 +350,7 @@ def dead_list(
     """The dead jobs, oldest first: when each died, its id, name and last error."""
     load_plugins(plugins)
     app = load(target, App)
-    letters = run(_select(app, job_name, job_ids), app)
+    letters = run(select_dead_letters(app, job_name, job_ids), app)
     if as_json:
         rows = [{"id": d.id, "name": d.name, "error": d.error, "died": _iso(d.at)} for d in letters]
         click.echo(json.dumps(rows, indent=2))
@@ -360,7 +374,7 @@ def replay(
     app = load(target, App)
 
     async def go() -> int:
-        letters = await _select(app, job_name, job_ids)
+        letters = await select_dead_letters(app, job_name, job_ids)
         return await app.job_store.replay(letters, app.clock.now())
 
     click.echo(f"replayed {run(go(), app)} dead jobs")
@@ -381,7 +395,7 @@ def purge(
     """Delete the dead jobs for good (all of them, or those chosen); asks first."""
     load_plugins(plugins)
     app = load(target, App)
-    letters = run(_select(app, job_name, job_ids), app)
+    letters = run(select_dead_letters(app, job_name, job_ids), app)
     if not letters:
         click.echo("no dead jobs")
         return

@@ -102,3 +102,8 @@ async def _gather(app: App) -> dict[str, Any]:
             }
         )
     return report
+
+
+async def status_report(app: App) -> dict[str, Any]:
+    """What ``runnel status --json`` prints, for other views of it (the dashboard)."""
+    return await _gather(app)

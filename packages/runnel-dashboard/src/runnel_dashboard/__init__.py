@@ -1,0 +1,1 @@
+"""``runnel dashboard``: a live web page of what ``runnel status`` and ``runnel jobs info`` show."""

@@ -1,0 +1,308 @@
+// The dashboard page: polls /api/state and redraws. Plain DOM building (textContent
+// only, never HTML strings), so nothing read from the store can inject markup.
+"use strict";
+
+const POLL_MS = 2000;
+const token = document.querySelector('meta[name="runnel-token"]').content;
+const actions = document.querySelector('meta[name="runnel-actions"]').content === "true";
+const SVG = "http://www.w3.org/2000/svg";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function table(headers, rows) {
+  const head = el("tr", {}, headers.map(([text, cls]) => el("th", { class: cls || "" }, text)));
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, rows));
+}
+
+function stateBadge(text) {
+  const cls = String(text).toLowerCase().replace(/\s+/g, "-");
+  return el("span", { class: `state ${cls}` }, text);
+}
+
+function ago(iso, now) {
+  if (!iso) return "-";
+  const secs = Math.round(Date.parse(iso) / 1000 - now);
+  const span = Math.abs(secs) < 120 ? `${Math.abs(secs)}s` : `${Math.round(Math.abs(secs) / 60)}m`;
+  return secs >= 0 ? `in ${span}` : `${span} ago`;
+}
+
+// --- throughput ---------------------------------------------------------------------
+
+function sparkline(values, width = 280, height = 52) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const top = Math.max(1, ...values.filter((v) => v !== null));
+  const step = values.length > 1 ? width / (values.length - 1) : width;
+  // A missing sample (the store could not be read) breaks the line.
+  let points = [];
+  const flush = () => {
+    if (points.length) {
+      const line = document.createElementNS(SVG, "polyline");
+      line.setAttribute("points", points.join(" "));
+      svg.append(line);
+    }
+    points = [];
+  };
+  values.forEach((v, i) => {
+    if (v === null) return flush();
+    const y = height - 3 - (v / top) * (height - 6);
+    points.push(`${(i * step).toFixed(1)},${y.toFixed(1)}`);
+  });
+  flush();
+  return svg;
+}
+
+function spark(label, values, unit) {
+  const known = values.filter((v) => v !== null);
+  const last = known.length ? known[known.length - 1] : null;
+  const fmt = (v) => (v === null ? "-" : Number.isInteger(v) ? v : v.toFixed(1));
+  const peak = known.length ? Math.max(...known) : null;
+  return el(
+    "figure",
+    { class: "spark" },
+    el("figcaption", {}, `${label}: `, el("b", {}, fmt(last)), ` ${unit} (peak ${fmt(peak)})`),
+    sparkline(values),
+  );
+}
+
+function drawThroughput(state) {
+  const samples = state.throughput;
+  const box = document.getElementById("throughput");
+  if (samples.length < 2) {
+    box.replaceChildren(
+      el("p", { class: "empty" }, `collecting: one sample every ${state.sample_every}s`),
+    );
+    return;
+  }
+  const figures = [];
+  if (state.jobs) {
+    figures.push(spark("jobs finished", samples.map((s) => s.jobs_per_second), "per second"));
+  }
+  for (const proc of state.processors) {
+    const of = (series) => samples.map((s) => (s[series] || {})[proc.name] ?? null);
+    figures.push(spark(`${proc.name} processed`, of("processed"), "events per second"));
+    figures.push(spark(`${proc.name} backlog`, of("backlog"), "events waiting or unacknowledged"));
+  }
+  const minutes = ((samples[samples.length - 1].at - samples[0].at) / 60).toFixed(1);
+  figures.push(el("p", { class: "empty" }, `${samples.length} samples over ${minutes} min`));
+  box.replaceChildren(...figures);
+}
+
+// --- processors ---------------------------------------------------------------------
+
+function partitionState(p) {
+  // A state in the report (e.g. QUARANTINED) wins; otherwise owned or not.
+  return p.state || (p.owner ? "owned" : "unowned");
+}
+
+function drawProcessor(proc) {
+  const executors = proc.executors.length
+    ? table(
+        [["executor"], ["host"], ["pid", "num"], ["state"], ["partitions"]],
+        proc.executors.map((ex) =>
+          el(
+            "tr",
+            { class: "executor", "data-id": ex.id },
+            el("td", { class: "mono" }, ex.id),
+            el("td", {}, ex.host ?? "?"),
+            el("td", { class: "num" }, ex.pid ?? "?"),
+            el("td", {}, stateBadge(ex.alive ? "alive" : "NOT BEATING")),
+            el("td", {}, ex.partitions.join(", ") || "-"),
+          ),
+        ),
+      )
+    : el("p", { class: "empty" }, "no workers");
+  const partitions = table(
+    [["partition", "num"], ["owner"], ["state"], ["lag", "num"], ["pending", "num"], ["failing id"]],
+    proc.partitions.map((p) =>
+      el(
+        "tr",
+        { class: "partition", "data-processor": proc.name, "data-number": p.number },
+        el("td", { class: "num" }, p.number),
+        el("td", { class: "mono owner" }, p.owner || "-"),
+        el("td", {}, stateBadge(partitionState(p))),
+        el("td", { class: "num" }, p.lag ?? "?"),
+        el("td", { class: "num" }, p.pending),
+        el("td", { class: "mono" }, p.failing_id || ""),
+      ),
+    ),
+  );
+  return el(
+    "div",
+    { class: "card processor", "data-name": proc.name },
+    el(
+      "h3",
+      {},
+      proc.name,
+      " ",
+      el("span", { class: "sub" }, `stream ${proc.stream}`, proc.length == null ? "" : `, ${proc.length} events stored`),
+    ),
+    executors,
+    partitions,
+  );
+}
+
+function drawProcessors(state) {
+  const box = document.getElementById("processors");
+  if (!state.processors.length) {
+    box.replaceChildren(el("p", { class: "empty" }, "this app declares no processors"));
+    return;
+  }
+  box.replaceChildren(...state.processors.map(drawProcessor));
+}
+
+// --- job queue ----------------------------------------------------------------------
+
+function count(label, value, extra, alarm) {
+  return el(
+    "div",
+    { class: `count${alarm ? " alarm" : ""}`, "data-count": label },
+    el("b", {}, value),
+    el("span", {}, label, extra ? ` (${extra})` : ""),
+  );
+}
+
+async function act(action, id) {
+  const verb = action === "replay" ? "Enqueue again" : "Delete for good";
+  if (!window.confirm(`${verb} the dead job ${id}?`)) return;
+  const answer = await fetch(`api/dead/${action}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Runnel-Token": token },
+    body: JSON.stringify({ ids: [id] }),
+  });
+  const body = await answer.json().catch(() => ({}));
+  if (!answer.ok) showProblem(`${action} failed: ${body.error || answer.status}`);
+  poll();
+}
+
+function drawJobs(state) {
+  const box = document.getElementById("jobs");
+  const q = state.jobs;
+  if (!q) {
+    box.replaceChildren(el("p", { class: "empty" }, "this app declares no jobs"));
+    return;
+  }
+  const counts = el(
+    "div",
+    { class: "counts" },
+    count("queued", q.queued),
+    count("executing", q.executing),
+    count("scheduled", q.scheduled, q.next_due ? `next ${ago(q.next_due, state.now)}` : ""),
+    count("dead", q.dead, "", q.dead > 0),
+    count("results", q.results),
+  );
+  const executors = q.executors.length
+    ? table(
+        [["executor"], ["host"], ["pid", "num"], ["state"], ["running", "num"], ["succeeded", "num"], ["failed tries", "num"]],
+        q.executors.map((ex) =>
+          el(
+            "tr",
+            { class: "job-executor", "data-id": ex.id },
+            el("td", { class: "mono" }, ex.id),
+            el("td", {}, ex.host ?? "?"),
+            el("td", { class: "num" }, ex.pid ?? "?"),
+            el("td", {}, stateBadge(ex.alive ? "alive" : "NOT BEATING")),
+            el("td", { class: "num" }, `${ex.running ?? "?"}/${ex.concurrency ?? "?"}`),
+            el("td", { class: "num" }, ex.done ?? "?"),
+            el("td", { class: "num" }, ex.failed ?? "?"),
+          ),
+        ),
+      )
+    : el("p", { class: "empty" }, "no job executors");
+  const schedule = state.schedule.length
+    ? table(
+        [["timer or crontab"], ["when"], ["runs on"]],
+        state.schedule.map((t) =>
+          el(
+            "tr",
+            { class: "scheduled" },
+            el("td", { class: "mono" }, t.name),
+            el("td", {}, t.crontab ? `crontab ${t.crontab}` : `every ${t.every}s`),
+            el("td", {}, t.on_leader ? "the leader" : "every worker"),
+          ),
+        ),
+      )
+    : el("p", { class: "empty" }, "no timers or crontabs");
+  const headers = [["died"], ["job id"], ["name"], ["last error"]];
+  if (actions) headers.push([""]);
+  const dead = state.dead.length
+    ? table(
+        headers,
+        state.dead.map((d) =>
+          el(
+            "tr",
+            { class: "dead", "data-id": d.id },
+            el("td", { class: "mono" }, d.died ?? "?"),
+            el("td", { class: "mono" }, d.id),
+            el("td", {}, d.name),
+            el("td", { class: "error" }, d.error),
+            actions
+              ? el(
+                  "td",
+                  {},
+                  el("button", { class: "replay", onclick: () => act("replay", d.id) }, "replay"),
+                  " ",
+                  el("button", { class: "purge", onclick: () => act("purge", d.id) }, "purge"),
+                )
+              : null,
+          ),
+        ),
+      )
+    : el("p", { class: "empty" }, "no dead jobs");
+  const more = q.dead > state.dead.length ? `, the oldest ${state.dead.length} shown` : "";
+  box.replaceChildren(
+    counts,
+    el("h3", {}, "Executors"),
+    executors,
+    el("h3", {}, "Schedule"),
+    schedule,
+    el("h3", {}, "Dead letters", el("span", { class: "sub" }, more)),
+    dead,
+  );
+}
+
+// --- polling ------------------------------------------------------------------------
+
+function showProblem(text) {
+  const box = document.getElementById("problem");
+  box.textContent = text || "";
+  box.hidden = !text;
+}
+
+let timer = null;
+
+async function poll() {
+  clearTimeout(timer);
+  try {
+    const answer = await fetch("api/state", { cache: "no-store" });
+    const state = await answer.json();
+    if (!answer.ok) throw new Error(state.error || `HTTP ${answer.status}`);
+    showProblem("");
+    document.getElementById("url").textContent = state.url;
+    document.getElementById("leader").textContent = state.leader || "-";
+    document.getElementById("updated").textContent = new Date(state.now * 1000).toLocaleTimeString();
+    drawThroughput(state);
+    drawProcessors(state);
+    drawJobs(state);
+    document.body.dataset.loaded = "yes";
+  } catch (err) {
+    showProblem(`cannot update: ${err.message}`);
+  }
+  timer = setTimeout(poll, POLL_MS);
+}
+
+poll();
