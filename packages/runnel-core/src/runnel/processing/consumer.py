@@ -75,6 +75,7 @@ class Consumer:
             failure, inflight = failure or exc, []
 
         if failure is not None:
+            self.acks.stats.failed += 1
             self._handle(failure, inflight)
             return
         # Leaving the loop (return/break) finishes the iteration in flight.
