@@ -123,6 +123,7 @@ def drain(
         "peak_rss_mb": peak,
         "per_process": [r["events"] for r in results],
         "cpu": [r["cpu"] for r in results],
+        "cpu_seconds": sum(r.get("cpu_seconds", 0.0) for r in results),
         "redis_cpu": server_share,
     }
 

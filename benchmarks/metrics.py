@@ -5,10 +5,15 @@ metrics on, against the same drains with metrics off, in the same run.
 every second meanwhile (a busier scrape than Prometheus's usual 15 s). Both sides drain
 the same backlog through consumer groups of their own, taking turns round after round;
 each figure is the best of the rounds. Target: on >= 0.95 of off.
+
+On a busy machine the rates swing more than the difference sought, so the worker's own
+CPU time per event (from the first event to its stop, flushes and scrapes included) is
+printed too, the median of the rounds: less sensitive to other work than a rate.
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
 import urllib.request
 from typing import Any
@@ -48,9 +53,12 @@ class Scraper(threading.Thread):
                 pass  # not serving yet
 
 
-def drain(url: str, group: str, batch: int, events: int, metrics: bool) -> float:
+def drain(url: str, group: str, batch: int, events: int, metrics: bool, cpu: list[float]) -> float:
+    """The drain's rate; appends the worker's CPU microseconds per event to ``cpu``."""
     if not metrics:
-        return harness.drain(url, BACKLOG, "runnel", group, batch, events)["rate"]
+        result = harness.drain(url, BACKLOG, "runnel", group, batch, events)
+        cpu.append(result["cpu_seconds"] / result["events"] * 1e6)
+        return float(result["rate"])
     port = free_port()
     scraper = Scraper(port)
     scraper.start()
@@ -62,6 +70,7 @@ def drain(url: str, group: str, batch: int, events: int, metrics: bool) -> float
         scraper.join()
     if not scraper.replies:
         raise RuntimeError("the worker with metrics on never answered a scrape")
+    cpu.append(result["cpu_seconds"] / result["events"] * 1e6)
     return float(result["rate"])
 
 
@@ -71,13 +80,21 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
     fill(url, BACKLOG, events)
     rows = []
     for label, batch in (("per event, records()", 1), ("batched, take(100)", 100)):
+        cpu_on: list[float] = []
+        cpu_off: list[float] = []
         got = harness.alternate(
             rounds,
             {
-                "on": lambda n, b=batch: drain(url, f"on{b}-{n}", b, events, metrics=True),
-                "off": lambda n, b=batch: drain(url, f"off{b}-{n}", b, events, metrics=False),
+                "on": lambda n, b=batch, c=cpu_on: drain(url, f"on{b}-{n}", b, events, True, c),
+                "off": lambda n, b=batch, c=cpu_off: drain(url, f"off{b}-{n}", b, events, False, c),
             },
             label,
+        )
+        mid_on, mid_off = statistics.median(cpu_on), statistics.median(cpu_off)
+        print(
+            f"  {label}: worker CPU per event, median: on {mid_on:.2f} us, off {mid_off:.2f} us "
+            f"(on/off {mid_on / mid_off:.3f})",
+            flush=True,
         )
         on, off = max(got["on"]), max(got["off"])
         rows.append(
