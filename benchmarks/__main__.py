@@ -1,4 +1,4 @@
-"""``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|codecs|profile]
+"""``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|metrics|codecs|profile]
 [--events N]``
 
 Without a name, the whole suite (throughput, latency, memory, scaling) against one private
@@ -15,7 +15,7 @@ import platform
 
 import redis
 
-from benchmarks import jobs, latency, memory, scaling, throughput
+from benchmarks import jobs, latency, memory, metrics, scaling, throughput
 from benchmarks.common import Row, git_state, server, table
 
 SUITE = {
@@ -27,9 +27,10 @@ SUITE = {
 OTHERS = {
     "jobs": (jobs.run, "arq or saq"),
     "processes": (jobs.processes_run, "--processes 1"),
+    "metrics": (metrics.run, "metrics off"),
 }
-"""Run on their own, each with its own baseline: the job queue's peers (arq, saq), or one
-worker process against two."""
+"""Run on their own, each with its own baseline: the job queue's peers (arq, saq), one
+worker process against two, or metrics on against off."""
 
 
 def header(url: str) -> str:

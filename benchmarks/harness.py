@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -83,7 +83,14 @@ def wait_drained(url: str, stream: str, group: str, procs: list[Proc]) -> float:
 
 
 def drain(
-    url: str, stream: str, side: str, group: str, batch: int, total: int, processes: int = 1
+    url: str,
+    stream: str,
+    side: str,
+    group: str,
+    batch: int,
+    total: int,
+    processes: int = 1,
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Drain ``stream`` (``total`` events) with ``processes`` fresh consumer processes of
     ``side`` in ``group``.
@@ -93,6 +100,7 @@ def drain(
     """
     group = f"{side}-{group}"  # each side a group of its own on the same entries
     args = ["drain", "--url", url, "--stream", stream, "--group", group, "--batch", str(batch)]
+    args += extra
     redis_cpu = RedisCpu(url)
     procs = [Proc(side, *args) for _ in range(processes)]
     try:
@@ -115,6 +123,7 @@ def drain(
         "peak_rss_mb": peak,
         "per_process": [r["events"] for r in results],
         "cpu": [r["cpu"] for r in results],
+        "cpu_seconds": sum(r.get("cpu_seconds", 0.0) for r in results),
         "redis_cpu": server_share,
     }
 

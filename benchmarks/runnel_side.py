@@ -17,10 +17,13 @@ def _app(url: str, **settings: Any) -> App:
     return App(name=APP, redis_url=url, **settings)
 
 
-async def drain(url: str, stream: str, group: str, batch: int) -> dict[str, Any]:
+async def drain(
+    url: str, stream: str, group: str, batch: int, metrics_port: int | None = None
+) -> dict[str, Any]:
     """One worker with an empty processor, per event (batch 1) or ``take(batch)``, until
-    SIGTERM. No join delay: the worker is measured, not its start-up."""
-    app = _app(url, default_join_delay=0)
+    SIGTERM. No join delay: the worker is measured, not its start-up. ``metrics_port``
+    turns Prometheus metrics on (served on 127.0.0.1)."""
+    app = _app(url, default_join_delay=0, metrics_port=metrics_port, metrics_host="127.0.0.1")
     pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
     tally = Tally()
 

@@ -46,6 +46,7 @@ class Tally:
             "first": self.first,
             "last": self.last,
             "cpu": busy / (now() - self.first) if self.count else 0.0,
+            "cpu_seconds": busy,
         }
 
 

@@ -36,9 +36,12 @@ def main() -> None:
     parser.add_argument("--per-tick", type=int, default=25, help="events per send")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to produce")
     parser.add_argument("--warmup", type=int, default=0, help="first events not measured")
+    parser.add_argument("--metrics-port", type=int, help="runnel drain: serve metrics here")
     a = parser.parse_args()
     side = runnel_side if a.side == "runnel" else plain_side
-    if a.action == "drain":
+    if a.action == "drain" and a.metrics_port:
+        job = runnel_side.drain(a.url, a.stream, a.group, a.batch, metrics_port=a.metrics_port)
+    elif a.action == "drain":
         job = side.drain(a.url, a.stream, a.group, a.batch)
     elif a.action == "send":
         job = side.send(a.url, a.stream, a.events, a.batch)

@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     leadership_poll_interval: int = Field(4000, gt=0, description="milliseconds")
     testing: bool = False
     gc_freeze: bool = Field(True, description="see runnel.processing.worker.frozen_heap")
+    metrics_port: int | None = Field(None, ge=1, le=65535, description="None: no metrics")
+    metrics_host: str = "0.0.0.0"
 
     # Stream defaults.
     default_partition_count: int = Field(16, gt=0)

@@ -55,6 +55,20 @@ from runnel.exceptions import RunnelError
     default=None,
     help="console lines or one JSON object per line (default: the log_format setting).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    metavar="PORT",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics (default: the metrics_port "
+    "setting; none: no metrics).",
+)
+@click.option(
+    "--metrics-host",
+    default=None,
+    metavar="HOST",
+    help="Address the metrics are served on (default: the metrics_host setting, 0.0.0.0).",
+)
 @plugin_option
 def worker(
     target: str,
@@ -65,6 +79,8 @@ def worker(
     processes: int,
     log_level: str | None,
     log_format: str | None,
+    metrics_port: int | None,
+    metrics_host: str | None,
     plugins: tuple[str, ...],
 ) -> None:
     """Run a worker for the app MODULE:APP until SIGINT/SIGTERM: its processors, its job
@@ -90,9 +106,11 @@ def worker(
                 f"unknown processor(s): {', '.join(missing)} "
                 f"(app {app.name} has: {', '.join(app.processors) or 'none'})"
             )
+    if metrics_port is not None:
+        app.settings.metrics_port = metrics_port
+    if metrics_host is not None:
+        app.settings.metrics_host = metrics_host
     if processes > 1:
-        from runnel.processing.supervisor import Supervisor
-
         command = [sys.executable, "-m", "runnel"]
         for plugin in plugins:
             command += ["--plugin", plugin]
@@ -109,7 +127,7 @@ def worker(
             command += ["--log-level", log_level]
         if log_format:
             command += ["--log-format", log_format]
-        sys.exit(Supervisor(command, processes).run())
+        sys.exit(_supervise(command, processes, app))
     try:
         code = asyncio.run(app.run_worker(chosen, jobs=jobs, concurrency=concurrency))
     except RunnelError as exc:
@@ -120,6 +138,25 @@ def worker(
         logging.getLogger("runnel.worker").exception("worker crashed")
         raise click.ClickException(f"worker crashed: {exc!r}") from None
     _exit(code)
+
+
+def _supervise(command: list[str], processes: int, app: App) -> int:
+    """Run the children; with metrics on, this process serves them for all of them."""
+    from runnel.processing.supervisor import Supervisor
+
+    port = app.settings.metrics_port
+    if port is None:
+        return Supervisor(command, processes).run()
+    from runnel.metrics.server import supervisor_metrics
+
+    # The children collect into a shared directory and never serve themselves.
+    env = {k: v for k, v in os.environ.items() if k.upper() != "RUNNEL_METRICS_PORT"}
+    try:
+        with supervisor_metrics(port, app.settings.metrics_host) as metrics:
+            env.update(metrics.env)
+            return Supervisor(command, processes, env, metrics.child_exited).run()
+    except RunnelError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _exit(code: int) -> None:

@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import socket
+import time
 import traceback
 import uuid
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ from runnel.jobs import codec
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
+from runnel.metrics.stats import JobsStats
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
@@ -79,8 +81,10 @@ class JobExecutor:
         clock: Clock,
         worker: str = "",
         app: str = "",
+        stats: JobsStats | None = None,
     ) -> None:
         self.jobs = dict(jobs)
+        self.stats = stats or JobsStats()
         self.store = store
         self.settings = settings
         self.clock = clock
@@ -242,8 +246,12 @@ class JobExecutor:
                 "UnknownJob", f"no job named {d.name!r} in app {self.app!r} (known: {known})"
             )
             log.error("job %s: %s", d.id, error.message)
+            self.stats.job(d.name).dead += 1
             self.finisher.add(self._dead(d, error, result=d.results))
             return
+        stats = self.stats.job(d.name)
+        stats.started += 1
+        started = time.perf_counter()
         token = _current.set(JobContext(d.id, d.name, d.tries, d.retries))
         try:
             outcome = await self._attempt(job, d)
@@ -253,6 +261,7 @@ class JobExecutor:
             raise
         finally:
             _current.reset(token)
+        stats.finished(outcome.kind, time.perf_counter() - started)
         self.finisher.add(outcome)
 
     async def _attempt(self, job: JobFunction[Any, Any], d: Delivery) -> Outcome:
@@ -408,6 +417,9 @@ class JobExecutor:
             refused = await self.store.finish(
                 executor, outcomes, self.settings.results_ttl, only_if_dead=True
             )
+            for a, outcome in zip(abandoned, outcomes, strict=True):
+                if a.id not in refused:
+                    self.stats.job(a.name).finished(outcome.kind)
             recovered += len(outcomes) - len(refused)
             if len(refused) == len(outcomes):
                 break  # it is alive again, or another executor got there first

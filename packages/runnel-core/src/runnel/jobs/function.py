@@ -14,6 +14,7 @@ from runnel.jobs import codec
 from runnel.jobs.model import NewJob
 from runnel.jobs.result import JobResult, SyncJobResult
 from runnel.jobs.signature import Signature
+from runnel.metrics import stats
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -73,6 +74,8 @@ class JobFunction(Generic[P, R]):
         """
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
         enqueued = await self.app.job_store.submit(new)
+        if enqueued:
+            stats.enqueued[self.app.name, self.name] += 1
         return JobResult(self.app, new.id, self, enqueued)
 
     def delay_sync(
@@ -86,6 +89,8 @@ class JobFunction(Generic[P, R]):
         """:meth:`delay` for synchronous code (no event loop needed); blocks until stored."""
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
         enqueued = self.app.portal.call(lambda: self.app.job_store.submit(new))
+        if enqueued:
+            stats.enqueued[self.app.name, self.name] += 1
         return JobResult(self.app, new.id, self, enqueued).sync()
 
     def result(self, job_id: str) -> JobResult[R]:

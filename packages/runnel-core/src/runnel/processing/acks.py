@@ -32,6 +32,7 @@ class Acks:
     def __init__(self, executor: Executor, key: str) -> None:
         self.executor = executor
         self.key = key
+        self.stats = executor.stats.by_key(key)
         self.ids: list[bytes] = []
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
         self._sending = 0
@@ -47,12 +48,14 @@ class Acks:
     def take(self) -> list[bytes]:
         """Hand the recorded ids to a sender (which must :meth:`done` or :meth:`give_back`)."""
         ids, self.ids = self.ids, []
+        self.stats.processed += len(ids)  # counted per batch taken, not per event
         self._sending += 1
         self._idle.clear()
         return ids
 
     def give_back(self, ids: list[bytes]) -> None:
         self.ids = ids + self.ids
+        self.stats.processed -= len(ids)
         self.done()
 
     def done(self) -> None:
@@ -85,6 +88,7 @@ class Acks:
             log.warning("lost %s before acknowledging %d events", self.key, len(ids))
             executor.lost(self.key)
             return False
+        self.stats.acked += len(ids)
         return True
 
     async def drain(self) -> bool:
@@ -151,8 +155,10 @@ class Acknowledger:
                 await backoff.sleep()
                 continue
             backoff.reset()
-            for acks, _ in taken.values():
+            for key, (acks, ids) in taken.items():
                 acks.done()
+                if key not in lost:
+                    acks.stats.acked += len(ids)
             for key in lost:
                 # Someone else owns the partition now; they will process these again.
                 log.warning("lost %s before acknowledging %d events", key, len(taken[key][1]))

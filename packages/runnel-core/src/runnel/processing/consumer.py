@@ -86,6 +86,7 @@ class Consumer:
                 return
 
         if failure is not None:
+            self.acks.stats.failed += 1
             assert policy is not None
             await self._handle(failure, inflight, policy)
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from runnel.exceptions import RunnelError
@@ -133,6 +134,8 @@ class Events:
         executor = consumer.executor
         add = consumer.acks.add
         stream_decode = consumer.partition.stream.decode
+        stats = consumer.acks.stats
+        sample, observe = stats.sample_every, stats.timings.observe  # sample 0: metrics off
         while True:
             if consumer.stopping or not items or not executor.lease_valid():
                 if not await self._ready():
@@ -140,7 +143,10 @@ class Events:
             event = inbox.pop()
             self.inflight = [event]
             self.delivered += 1
+            started = perf_counter() if sample and not self.delivered % sample else 0.0
             yield stream_decode(event.data) if decode else event
+            if started:
+                observe(perf_counter() - started)
             self.inflight = []
             add(event.xid)
 
@@ -151,6 +157,7 @@ class Events:
         inbox = consumer.inbox
         stream_decode = consumer.partition.stream.decode
         add = consumer.acks.add
+        timed, observe = consumer.acks.stats.sample_every > 0, consumer.acks.stats.timings.observe
         while await self._ready():
             batch = inbox.pop_many(n)
             deadline = time.monotonic() + within
@@ -170,7 +177,10 @@ class Events:
                 return  # not started: these stay pending and are delivered again later
             self.inflight = batch
             self.delivered += 1
+            started = perf_counter() if timed else 0.0
             yield [stream_decode(e.data) for e in batch] if decode else batch
+            if started:
+                observe(perf_counter() - started)
             self.inflight = []
             for event in batch:
                 add(event.xid)

@@ -42,6 +42,7 @@ from runnel.processing.runner import Runner
 from runnel.rebalance import assign
 
 if TYPE_CHECKING:
+    from runnel.metrics.stats import ProcessorStats
     from runnel.processing.worker import Worker
     from runnel.processor import Processor
 
@@ -71,6 +72,7 @@ class Executor:
         self.group = processor.name
         self.consumer_name = CONSUMER_NAME
         self.ttl_ms = int(processor.lock_expiry * 1000)
+        self.stats: ProcessorStats = worker.stats.processor(processor)
         self.runner = Runner(self)
         self.acknowledger = Acknowledger(self)
         self._stop = asyncio.Event()
@@ -235,6 +237,7 @@ class Executor:
             self._rebalance.clear()
             try:
                 await self._rebalance_once()
+                self.stats.rebalances += 1
                 backoff.reset()
             except Exception as exc:
                 reraise_if_cancelled()

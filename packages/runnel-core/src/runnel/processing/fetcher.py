@@ -195,6 +195,8 @@ class _Lane:
         )
         if box.position != NEW:
             box.position = entries[-1][0]
+            # Read before and never acknowledged: a redelivery.
+            self.executor.stats.partition(partition.number).redelivered += len(events)
         else:
             box.last_id = entries[-1][0]
         if trimmed:

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -56,11 +56,17 @@ class Slot:
 
 class Supervisor:
     def __init__(
-        self, command: Sequence[str], processes: int, env: dict[str, str] | None = None
+        self,
+        command: Sequence[str],
+        processes: int,
+        env: dict[str, str] | None = None,
+        child_exited: Callable[[int], None] | None = None,
     ) -> None:
         self.command = list(command)
         self.slots = [Slot(n) for n in range(1, processes + 1)]
         self.env = env
+        self.child_exited = child_exited
+        """Called with the pid of each child that exited (metrics forget its gauges)."""
         self._signals = 0
         self._wake = threading.Event()
 
@@ -104,6 +110,8 @@ class Supervisor:
                 continue
             ran = now - slot.started
             slot.exits.append(code)
+            if self.child_exited is not None:
+                self.child_exited(slot.process.pid)
             if ran >= HEALTHY_AFTER:
                 slot.delay = FIRST_DELAY
             log.warning(

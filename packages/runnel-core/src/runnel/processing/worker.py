@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from runnel.jobs.executor import JobExecutor, JobSettings
+from runnel.metrics.runtime import WorkerMetrics, wanted
+from runnel.metrics.stats import WorkerStats
 from runnel.processing.executor import Executor
 from runnel.processing.retry import cancel_and_wait, reraise_if_cancelled
 
@@ -45,6 +47,10 @@ class Worker:
     ) -> None:
         self.app = app
         self.processors = list(app.processors.values()) if processors is None else list(processors)
+        self.metrics: WorkerMetrics | None = None
+        if wanted(app.settings):
+            self.metrics = WorkerMetrics(self)
+        self.stats = WorkerStats(enabled=self.metrics is not None)
         self.executors = [Executor(self, p) for p in self.processors]
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.job_executor: JobExecutor | None = None
@@ -60,7 +66,13 @@ class Worker:
                 schedule_interval=s.job_schedule_interval,
             )
             self.job_executor = JobExecutor(
-                app.jobs, app.job_store, settings, app.clock, worker=self.id, app=app.name
+                app.jobs,
+                app.job_store,
+                settings,
+                app.clock,
+                worker=self.id,
+                app=app.name,
+                stats=self.stats.jobs,
             )
         self.exit_code = 0
         self._stopping = asyncio.Event()
@@ -94,9 +106,13 @@ class Worker:
             except (NotImplementedError, RuntimeError):  # not the main thread
                 pass
         try:
+            if self.metrics is not None:
+                self.metrics.start()
             with frozen_heap(self.app.settings.gc_freeze):
                 await self._run()
         finally:
+            if self.metrics is not None:
+                self.metrics.close()  # a last flush: everything counted is exported
             for sig in installed:
                 loop.remove_signal_handler(sig)
             await self.app.aclose()
@@ -119,6 +135,8 @@ class Worker:
                 running.append(tg.create_task(self.job_executor.run(), name="job-executor"))
             background = [tg.create_task(self._job(j), name=j.name) for j in everywhere]
             leading = tg.create_task(self._lead(on_leader), name="leadership")
+            if self.metrics is not None:
+                tg.create_task(self.metrics.run(self._stopping), name="metrics")
             await self._stopping.wait()
             await asyncio.gather(*running, return_exceptions=True)
             await self._finish_jobs([*background, leading])

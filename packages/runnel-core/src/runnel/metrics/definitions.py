@@ -1,0 +1,132 @@
+"""The Prometheus metrics a worker exports (docs/operations.md has the table).
+
+Each worker builds its own set in a registry of its own, so several workers in one
+process (tests) do not share counters. In multiprocess mode (``runnel worker
+--processes N``) every value is written to the supervisor's directory as well; gauges
+say how the children's values combine.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from runnel.metrics.stats import EVENT_BUCKETS, JOB_BUCKETS
+
+PARTITION = ("app", "processor", "stream", "partition")
+PROCESSOR = ("app", "processor", "stream")
+JOB = ("app", "job")
+APP = ("app",)
+
+
+class Definitions:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.processed = Counter(
+            "runnel_events_processed_total",
+            "Events whose processor iteration finished (acknowledged soon after).",
+            PARTITION,
+            registry=r,
+        )
+        self.failed = Counter(
+            "runnel_events_failed_total",
+            "Processor iterations that raised (an event, or a batch under take()).",
+            PARTITION,
+            registry=r,
+        )
+        self.redelivered = Counter(
+            "runnel_events_redelivered_total",
+            "Events delivered again: read before, never acknowledged.",
+            PARTITION,
+            registry=r,
+        )
+        self.acked = Counter(
+            "runnel_acks_sent_total",
+            "Events acknowledged to the store.",
+            PARTITION,
+            registry=r,
+        )
+        self.processing = Histogram(
+            "runnel_event_processing_seconds",
+            "Time of a processor iteration (one event, or a batch under take()), sampled.",
+            PROCESSOR,
+            buckets=EVENT_BUCKETS,
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "runnel_rebalances_total",
+            "Rebalances this worker's executors went through.",
+            PROCESSOR,
+            registry=r,
+        )
+        self.owned = Gauge(
+            "runnel_partitions_owned",
+            "Partitions this worker owns now.",
+            PROCESSOR,
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.lag = Gauge(
+            "runnel_partition_lag",
+            "Events of an owned partition not yet delivered to the processor.",
+            PARTITION,
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
+        self.pending = Gauge(
+            "runnel_partition_pending",
+            "Events of an owned partition delivered but not acknowledged.",
+            PARTITION,
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
+        self.leader = Gauge(
+            "runnel_leader",
+            "1 while this worker is the app's elected leader.",
+            APP,
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.enqueued = Counter(
+            "runnel_jobs_enqueued_total",
+            "Jobs enqueued by this worker's own code (delay()).",
+            JOB,
+            registry=r,
+        )
+        self.started = Counter("runnel_jobs_started_total", "Job tries started.", JOB, registry=r)
+        self.succeeded = Counter(
+            "runnel_jobs_succeeded_total", "Job tries that succeeded.", JOB, registry=r
+        )
+        self.retried = Counter(
+            "runnel_jobs_retried_total",
+            "Job tries that failed and will be retried.",
+            JOB,
+            registry=r,
+        )
+        self.dead = Counter(
+            "runnel_jobs_dead_total",
+            "Jobs that failed for good (dead letters).",
+            JOB,
+            registry=r,
+        )
+        self.run_time = Histogram(
+            "runnel_job_run_seconds",
+            "Run time of a job try.",
+            JOB,
+            buckets=JOB_BUCKETS,
+            registry=r,
+        )
+        self.queued = self._queue_gauge("runnel_jobs_queued", "Jobs waiting in the queue.")
+        self.scheduled = self._queue_gauge(
+            "runnel_jobs_scheduled", "Jobs waiting for a later time (countdown, eta, retry)."
+        )
+        self.executing = self._queue_gauge("runnel_jobs_executing", "Jobs taken by workers.")
+        self.dead_letters = self._queue_gauge("runnel_jobs_dead_letters", "Dead letters kept.")
+
+    def _queue_gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(
+            name,
+            f"{doc} Sampled by the leader.",
+            APP,
+            multiprocess_mode="livemostrecent",
+            registry=self.registry,
+        )

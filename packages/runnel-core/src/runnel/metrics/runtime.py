@@ -1,0 +1,192 @@
+"""A worker's metrics at run time: counters flushed into Prometheus every second, lag,
+pending and the job queue's counts sampled every few seconds, ``/metrics`` served.
+
+The hot paths only add to plain integers (:mod:`runnel.metrics.stats`); here the
+growth since the last flush goes into prometheus_client's objects, which works the same
+in a single process and in multiprocess mode (where only values written through
+prometheus_client reach the supervisor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import Counter, Histogram
+
+from runnel.metrics import stats
+from runnel.metrics.definitions import Definitions
+from runnel.metrics.server import Server, serve, supervised
+from runnel.processing.retry import reraise_if_cancelled
+
+if TYPE_CHECKING:
+    from runnel.processing.executor import Executor
+    from runnel.processing.worker import Worker
+    from runnel.settings import Settings
+
+log = logging.getLogger("runnel.metrics")
+
+FLUSH_INTERVAL = 1.0
+"""Seconds between flushes of the counters into Prometheus."""
+SAMPLE_INTERVAL = 5.0
+"""Seconds between samples of lag, pending and the queue's counts (Redis round trips)."""
+
+
+def wanted(settings: Settings) -> bool:
+    """Whether a worker with these settings collects metrics."""
+    return settings.metrics_port is not None or supervised()
+
+
+class WorkerMetrics:
+    """The metrics of one worker: started with it, flushed a last time when it stops."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.app = worker.app.name
+        self.defs = Definitions()
+        self.multiprocess = supervised()
+        self.server: Server | None = None
+        self._last: dict[tuple[Any, tuple[str, ...]], int] = {}
+        self._last_hist: dict[tuple[Any, tuple[str, ...]], tuple[list[int], float]] = {}
+        self._sampled: dict[str, set[int]] = {}
+
+    def start(self) -> None:
+        """Serve ``/metrics`` unless a supervisor does (a port in use raises Misconfigured)."""
+        settings = self.worker.app.settings
+        if not self.multiprocess and settings.metrics_port is not None:
+            self.server = serve(self.defs.registry, settings.metrics_port, settings.metrics_host)
+            log.info(
+                "serving metrics on http://%s:%d/metrics", settings.metrics_host, self.server.port
+            )
+
+    def close(self) -> None:
+        self.flush()
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Flush every second and sample every few, until the worker stops."""
+        next_sample = 0.0
+        while not stopping.is_set():
+            reraise_if_cancelled()
+            self.flush()
+            if time.monotonic() >= next_sample:
+                next_sample = time.monotonic() + SAMPLE_INTERVAL
+                await self.sample()
+            try:
+                async with asyncio.timeout(FLUSH_INTERVAL):
+                    await stopping.wait()
+            except TimeoutError:
+                pass
+
+    # Flushing.
+
+    def flush(self) -> None:
+        d, app = self.defs, self.app
+        worker = self.worker
+        for executor in worker.executors:
+            ps = executor.stats
+            labels: tuple[str, ...] = (app, ps.name, ps.stream)
+            self._add(d.rebalances, labels, ps.rebalances)
+            d.owned.labels(*labels).set(len(executor.runner.owned))
+            self._add_buckets(d.processing, labels, ps.timings)
+            for number, part in list(ps.partitions.items()):
+                where = (*labels, str(number))
+                self._add(d.processed, where, part.processed)
+                self._add(d.failed, where, part.failed)
+                self._add(d.redelivered, where, part.redelivered)
+                self._add(d.acked, where, part.acked)
+        d.leader.labels(app).set(1 if worker.is_leader() else 0)
+        for name, job in list(worker.stats.jobs.jobs.items()):
+            labels = (app, name)
+            self._add(d.started, labels, job.started)
+            self._add(d.succeeded, labels, job.succeeded)
+            self._add(d.retried, labels, job.retried)
+            self._add(d.dead, labels, job.dead)
+            self._add_buckets(d.run_time, labels, job.timings)
+        for (of, name), count in list(stats.enqueued.items()):
+            if of == app:
+                self._add(d.enqueued, (app, name), count)
+
+    def _add(self, counter: Counter, labels: tuple[str, ...], total: int) -> None:
+        key = (counter, labels)
+        delta = total - self._last.get(key, 0)
+        if delta > 0 or key not in self._last:
+            counter.labels(*labels).inc(max(delta, 0))  # 0: the series shows from the start
+            self._last[key] = total
+
+    def _add_buckets(
+        self, histogram: Histogram, labels: tuple[str, ...], timings: stats.Timings
+    ) -> None:
+        key = (histogram, labels)
+        counts, total = list(timings.counts), timings.total
+        last_counts, last_total = self._last_hist.get(key, ([0] * len(counts), 0.0))
+        if counts == last_counts and key in self._last_hist:
+            return
+        child = histogram.labels(*labels)
+        # prometheus_client observes one value at a time; bucket counts gathered here are
+        # added to the same per-bucket values observe() would increment (non-cumulative;
+        # the +Inf bucket last), which is also what multiprocess mode writes to its files.
+        for value, now, before in zip(child._buckets, counts, last_counts, strict=True):
+            if now > before:
+                value.inc(now - before)
+        if total > last_total:
+            child._sum.inc(total - last_total)
+        self._last_hist[key] = (counts, total)
+
+    # Sampling.
+
+    async def sample(self) -> None:
+        for executor in self.worker.executors:
+            try:
+                await self._sample_backlog(executor)
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.debug("sampling the backlog of %s failed: %r", executor.processor.name, exc)
+        job_executor = self.worker.job_executor
+        if job_executor is not None:
+            try:
+                counts = await job_executor.store.counts(job_executor.clock.now())
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.debug("sampling the job queue failed: %r", exc)
+            else:
+                d = self.defs
+                d.queued.labels(self.app).set(counts.queued)
+                d.scheduled.labels(self.app).set(counts.scheduled)
+                d.executing.labels(self.app).set(counts.executing)
+                d.dead_letters.labels(self.app).set(counts.dead)
+
+    async def _sample_backlog(self, executor: Executor) -> None:
+        """Lag and pending of the partitions this worker owns (one round trip each)."""
+        ps = executor.stats
+        owned = sorted(executor.runner.owned)
+        before = self._sampled.get(ps.name, set())
+        self._sampled[ps.name] = set(owned)
+        for number in before - set(owned):
+            self._forget((self.app, ps.name, ps.stream, str(number)))
+        if not owned:
+            return
+        partitions = executor.processor.stream.partitions
+        keys = {partitions[n].key: n for n in owned}
+        backlog = await executor.transport.backlog(list(keys), executor.group)
+        for key, (lag, pending) in backlog.items():
+            where = (self.app, ps.name, ps.stream, str(keys[key]))
+            if lag is not None:
+                self.defs.lag.labels(*where).set(lag)
+            self.defs.pending.labels(*where).set(pending)
+
+    def _forget(self, labels: tuple[str, ...]) -> None:
+        """A partition no longer ours: its owner reports it now. In multiprocess mode a
+        series cannot be removed; 0 gives way to the owner's next (more recent) sample."""
+        for gauge in (self.defs.lag, self.defs.pending):
+            if self.multiprocess:
+                gauge.labels(*labels).set(0)
+            else:
+                try:
+                    gauge.remove(*labels)
+                except KeyError:
+                    pass
