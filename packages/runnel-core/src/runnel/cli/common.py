@@ -11,12 +11,13 @@ import click
 from pydantic import ValidationError
 
 from runnel.app import App
-from runnel.exceptions import RunnelError
+from runnel.exceptions import AccessDenied, RunnelError, StoreFull
 from runnel.imports import import_object
 from runnel.jobs.function import JobFunction
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor
 from runnel.stream import Stream
+from runnel.urls import redact
 
 T = TypeVar("T")
 
@@ -84,11 +85,25 @@ def run(coro: Coroutine[Any, Any, T], app: App) -> T:
 
     try:
         return asyncio.run(main())
-    except RunnelError as exc:
-        raise click.ClickException(str(exc)) from None
-    except (ConnectionError, OSError, TimeoutError) as exc:
-        raise click.ClickException(f"cannot reach {app.settings.redis_url}: {exc}") from None
     except Exception as exc:
-        if type(exc).__module__.startswith("redis"):
-            raise click.ClickException(f"{app.settings.redis_url}: {exc}") from None
-        raise
+        raise click.ClickException(failure(app, exc)) from None
+
+
+def failure(app: App, exc: Exception) -> str:
+    """One line for a failure talking to the store, naming its URL without a password.
+
+    Errors that are not about the store (bugs) are raised again, with their traceback."""
+    where = redact(app.settings.redis_url)
+    if isinstance(exc, AccessDenied | StoreFull):
+        return f"{where}: {exc}"
+    if isinstance(exc, RunnelError):
+        return str(exc)
+    if isinstance(exc, ConnectionError | OSError | TimeoutError):
+        return f"cannot reach {where}: {_one_line(exc)}"
+    if type(exc).__module__.startswith("redis"):
+        return f"{where}: {_one_line(exc)}"
+    raise exc
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

@@ -29,12 +29,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runnel.coordination import Members
-from runnel.exceptions import RunnelError
+from runnel.exceptions import AccessDenied, RunnelError
 from runnel.processing.acks import Acknowledger
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
     cancel_and_wait,
+    outage,
     reraise_if_cancelled,
     retrying,
 )
@@ -166,6 +167,8 @@ class Executor:
             await retrying(
                 lambda: stream.prepare(writing=False), "loading schemas", fatal=(RunnelError,)
             )
+        except AccessDenied:
+            raise  # the worker stops on it, saying who was refused what
         except RunnelError as exc:
             # An incompatible schema: refuse to start rather than fail on every event.
             log.error("processor %r cannot start: %s", self.processor.name, exc)
@@ -237,8 +240,8 @@ class Executor:
                 await self._rebalance_once()
                 backoff.reset()
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r rebalance failed, retrying in %.1fs: %r", self, backoff.delay, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} rebalancing", exc)
                 self._rebalance.set()
                 await backoff.sleep()
 
@@ -305,8 +308,8 @@ class Executor:
             try:
                 await self._beat_once()
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r heartbeat failed: %r", self, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} heartbeat", exc)
                 await asyncio.sleep(min(1.0, interval))
 
     async def _maintenance(self) -> None:
@@ -334,8 +337,8 @@ class Executor:
                 await self.coordination.change_members(drop_dead, "dead", self.id)
                 self._rebalance.set()  # our own message does not wake our control loop
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r maintenance failed: %r", self, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} maintenance", exc)
 
     async def _control(self) -> None:
         position = await retrying(self.coordination.control_tail, "reading the control stream")
@@ -345,8 +348,8 @@ class Executor:
             try:
                 position, messages = await self.coordination.control(position, block)
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r control stream read failed: %r", self, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} reading the control stream", exc)
                 await asyncio.sleep(1)
                 continue
             if any(m.get("executor") != self.id for m in messages):

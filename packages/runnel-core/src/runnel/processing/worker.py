@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.processing.executor import Executor
-from runnel.processing.retry import cancel_and_wait, reraise_if_cancelled
+from runnel.processing.retry import FATAL, cancel_and_wait, outage, reraise_if_cancelled
+from runnel.urls import redact
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -93,9 +94,16 @@ class Worker:
                 installed.append(sig)
             except (NotImplementedError, RuntimeError):  # not the main thread
                 pass
+        outage.where = redact(self.app.settings.redis_url)
         try:
             with frozen_heap(self.app.settings.gc_freeze):
                 await self._run()
+        except BaseExceptionGroup as group:
+            # A refusal no retry can fix (wrong credentials) ended a loop: say that, plainly.
+            fatal = _first_fatal(group)
+            if fatal is None:
+                raise
+            raise fatal from None
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
@@ -141,8 +149,8 @@ class Worker:
                 try:
                     leading = await election.claim(self.id, ttl_ms)
                 except Exception as exc:
-                    reraise_if_cancelled()
-                    log.warning("leader election failed: %r", exc)
+                    reraise_if_cancelled(exc)
+                    outage.failed("leader election", exc)
                     leading = False
                 if leading and work is None:
                     log.info("worker %s is the leader of %s", self.id, self.app.name)
@@ -192,6 +200,17 @@ class Worker:
             self.exit_code = 1
             if main is not None:
                 main.cancel()
+
+
+def _first_fatal(group: BaseExceptionGroup[BaseException]) -> Exception | None:
+    for exc in group.exceptions:
+        if isinstance(exc, FATAL):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_fatal(exc)
+            if found is not None:
+                return found
+    return None
 
 
 _freezers = 0
