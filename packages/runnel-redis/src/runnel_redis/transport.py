@@ -40,6 +40,7 @@ class RedisTransport(Transport):
         for name in _RAW_REPLIES:
             self.redis.response_callbacks.pop(name, None)
         self._names: dict[bytes, str] = {}
+        self._ensure_group: resp.Script | None = None
 
     def __repr__(self) -> str:
         return f"<RedisTransport {redact(self.url)}>"
@@ -77,12 +78,10 @@ class RedisTransport(Transport):
         return ids
 
     async def ensure_group(self, keys: Sequence[str], group: str) -> None:
-        for key in keys:
-            try:
-                await self.redis.xgroup_create(key, group, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+        # A script: XGROUP CREATE is refused on a full Redis even when the group exists.
+        if self._ensure_group is None:
+            self._ensure_group = resp.Script(self.redis, scripts.ENSURE_GROUP)
+        await self._ensure_group(keys=list(keys), args=[group])
 
     async def adopt_pending(self, key: str, group: str, consumer: str) -> int:
         summary = await self.redis.xpending(key, group)
