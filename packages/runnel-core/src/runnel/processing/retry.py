@@ -92,7 +92,7 @@ class Outage:
     def recovered(self) -> None:
         if self.down:
             self.down = False
-            log.warning("%s answers again; carrying on", self.where)
+            log.warning("reconnected to %s", self.where)
 
 
 outage = Outage()
