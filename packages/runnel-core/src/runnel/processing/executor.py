@@ -152,7 +152,16 @@ class Executor:
         """Await ``coro`` unless a stop comes first; True if it completed."""
         task = asyncio.ensure_future(coro)
         stopping = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Cancelled from outside (another executor's fatal error): end ``coro`` too,
+            # and take its outcome, so that nothing is left running or unretrieved.
+            stopping.cancel()
+            await cancel_and_wait([task])
+            if not task.cancelled():
+                task.exception()
+            raise
         stopping.cancel()
         if not task.done():
             await cancel_and_wait([task])
