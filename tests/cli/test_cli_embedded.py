@@ -140,3 +140,16 @@ def test_app_on_embedded_url_shares_one_server(
         assert sum(client.xlen(k) for k in keys) == 3
     finally:
         client.close()
+
+
+def test_a_command_that_starts_the_server_says_so(
+    embedded_url: str, tmp_path: Path, app_name: str
+) -> None:
+    write_app(tmp_path, app_name)
+    env = {**plain_env(), "RUNNEL_REDIS_URL": embedded_url}
+    event = '{"key": "a", "n": 1}'
+    first = cli("send", f"{MODULE}:pings", event, cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "started the embedded development redis-server" in first.stderr
+    again = cli("send", f"{MODULE}:pings", event, cwd=tmp_path, env=env)
+    assert again.returncode == 0 and "started" not in again.stderr

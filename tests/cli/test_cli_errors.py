@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+from pathlib import Path
 
 import pytest
+import redis
 
 from tests.cli.conftest import MODULE, Project, jsonl, pings
-from tests.helpers import WorkerProcess, wait_for
+from tests.helpers import RUNNEL, WorkerProcess, wait_for
 
 STREAM = f"{MODULE}:pings"
 APP = f"{MODULE}:app"
@@ -296,3 +300,158 @@ def test_unknown_url_scheme(project: Project) -> None:
     done = project.run("send", STREAM, GOOD_EVENT, env=env)
     assert_one_line_error(done, "nosuchscheme")
     assert_nothing_sent(project)
+
+
+# --- issue 12: every error is one line ------------------------------------------------------
+
+SECRET = "Pw-5e3cret"
+
+
+@pytest.mark.parametrize(
+    "url,names",
+    [
+        (f"redis://u:{SECRET}@127.0.0.1:63x9/0", ["63x9", "u:***@"]),
+        (f"redis://u:{SECRET}@127.0.0.1:99999/0", ["range", "u:***@"]),
+        ("localhost:6379", ["no scheme", "localhost:6379"]),
+        (f"u:{SECRET}@localhost:6379", ["no scheme"]),
+    ],
+    ids=["port-not-a-number", "port-out-of-range", "no-scheme", "no-scheme-with-password"],
+)
+def test_malformed_redis_url(project: Project, url: str, names: list[str]) -> None:
+    for args in (["send", STREAM, GOOD_EVENT], ["status", APP]):
+        done = project.run(*args, env=project.env_with(RUNNEL_REDIS_URL=url))
+        err = assert_one_line_error(done, *names)
+        assert SECRET not in err + done.stdout
+    assert_nothing_sent(project)
+
+
+@pytest.mark.parametrize("command", ["status", "stop"])
+def test_embedded_commands_refuse_other_urls(project: Project, command: str) -> None:
+    done = project.run("embedded", command, "--url", f"redis://u:{SECRET}@127.0.0.1:6390/0")
+    err = assert_one_line_error(done, "not an embedded URL", "redis+embedded://")
+    assert SECRET not in err
+
+
+@pytest.mark.parametrize(
+    "variable,value",
+    [("RUNNEL_DEFAULT_LOCK_EXPIRY", "soon"), ("RUNNEL_LOG_LEVEL", "loud")],
+)
+def test_invalid_environment_variable_is_named(project: Project, variable: str, value: str) -> None:
+    done = project.run("send", STREAM, GOOD_EVENT, env=project.env_with(**{variable: value}))
+    err = assert_one_line_error(done, variable, value)
+    assert "importing" not in err
+    assert_nothing_sent(project)
+
+
+def test_json_null_record(project: Project) -> None:
+    done = project.run("send", STREAM, "null")
+    assert_one_line_error(done, "JSON object", "null")
+    assert_nothing_sent(project)
+
+
+def test_import_failure_names_file_and_line(project: Project) -> None:
+    (project.dir / "failing.py").write_text("import os\n\n\nos.environ['NO_SUCH_VARIABLE_12']\n")
+    done = project.run("send", "failing:pings", GOOD_EVENT)
+    assert_one_line_error(done, "failing.py, line 4", "KeyError")
+    shown = project.run("--traceback", "send", "failing:pings", GOOD_EVENT)
+    assert shown.returncode == 1
+    assert "Traceback (most recent call last)" in shown.stderr
+    assert shown.stderr.strip().splitlines()[-1].startswith("Error: importing 'failing:pings'")
+
+
+def test_worker_says_once_it_cannot_reach_redis_then_reconnected(project: Project) -> None:
+    from runnel_redis.embedded import free_port, start_server
+
+    port = free_port()
+    url = f"redis://:{SECRET}@127.0.0.1:{port}/0"
+    with WorkerProcess(APP, project.dir, project.env_with(RUNNEL_REDIS_URL=url)) as worker:
+        wait_for(lambda: "retrying quietly" in worker.output)
+        server = start_server(project.dir / "late", port=port, persist=False)
+        try:
+            late = redis.Redis(port=port)
+            late.config_set("requirepass", SECRET)
+            late.close()
+            wait_for(lambda: "reconnected to" in worker.output, timeout=60)
+            sent = project.run(
+                "send", STREAM, GOOD_EVENT, env=project.env_with(RUNNEL_REDIS_URL=url)
+            )
+            assert sent.returncode == 0, sent.stderr
+            wait_for(lambda: project.seen("a"), timeout=60)
+            assert worker.stop() == 0, worker.output
+        finally:
+            os.kill(server.pid, signal.SIGTERM)
+    output = worker.output
+    assert SECRET not in output
+    warnings = [line for line in output.splitlines() if "retrying quietly" in line]
+    assert len(warnings) == 1, output
+    assert f"redis://:***@127.0.0.1:{port}/0" in warnings[0]
+    assert "Traceback" not in output
+
+
+def test_ctrl_c_during_sendmany_says_where_to_resume(project: Project, tmp_path: Path) -> None:
+    """The server is paused (SIGSTOP) once the first chunks are in, so the send hangs on a
+    chunk; Ctrl-C then reports what was confirmed and the first line not confirmed."""
+    from runnel_redis.embedded import start_server
+
+    server = start_server(tmp_path / "paused", persist=False)
+    total = 200_000
+    (project.dir / "many.jsonl").write_text(jsonl(pings(total, keys=7)))
+    paused = redis.Redis(port=server.port)
+    env = project.env_with(RUNNEL_REDIS_URL=server.url)
+    proc = subprocess.Popen(
+        [*RUNNEL, "sendmany", STREAM, "many.jsonl"],
+        cwd=project.dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        keys = project.partition_keys()
+        wait_for(lambda: sum(paused.xlen(k) for k in keys) >= 1000, interval=0.01)
+        os.kill(server.pid, signal.SIGSTOP)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        os.kill(server.pid, signal.SIGCONT)
+        stored = sum(paused.xlen(k) for k in keys)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.kill(server.pid, signal.SIGCONT)
+        os.kill(server.pid, signal.SIGTERM)
+        paused.close()
+    assert proc.returncode == 1
+    line = err.strip()
+    assert "\n" not in line and line.startswith("Error: interrupted after sending"), err
+    sent = int(line.split("sending ")[1].split(" of ")[0])
+    assert f"of {total} events (the first unsent is line {sent + 1})" in line
+    assert sent >= 1000 and sent % 1000 == 0
+    # The chunk in flight is one command: written whole or not at all.
+    assert stored in (sent, sent + 1000)
+
+
+# --- exit codes, as docs/cli.md documents them ------------------------------------------------
+
+
+def documented_exit_codes() -> set[int]:
+    text = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    table = text.split("## Errors and exit codes", 1)[1].split("\n\n", 2)[1]
+    return {int(row.split("|")[1]) for row in table.splitlines()[2:] if row.startswith("| ")}
+
+
+def test_documented_exit_codes(project: Project) -> None:
+    assert documented_exit_codes() == {0, 1, 2}
+    # 0: success.
+    assert project.run("send", STREAM, GOOD_EVENT).returncode == 0
+    # 1: an error Runnel reports, as one line (an unreadable input file included) ...
+    assert_one_line_error(project.run("send", STREAM, "[1]"), "JSON object")
+    done = project.run("sendmany", STREAM, "no-such-file.jsonl")
+    assert done.returncode == 1
+    # ... and `embedded status` when the server is not running.
+    (project.dir / "pyproject.toml").write_text("")
+    status = project.run("embedded", "status")
+    assert status.returncode == 1 and "not running" in status.stdout
+    # 2: the command line itself is wrong.
+    for args in (["send", STREAM], ["send", "--bogus", STREAM, "{}"], ["nosuchcommand"]):
+        assert project.run(*args).returncode == 2
+    assert project.run("worker", APP, "--processes", "0").returncode == 2

@@ -23,3 +23,20 @@ class EncodeError(RunnelError):
 
 class SchemaIncompatible(Misconfigured):
     """A record's schema cannot be used with the schemas already stored for its stream."""
+
+
+class AccessDenied(RunnelError):
+    """The store refused our credentials or a command (a wrong password, a missing ACL
+    permission). Retrying cannot help, so workers stop on it instead of waiting.
+
+    ``user`` and ``command`` name who was refused what; the password never appears.
+    """
+
+    def __init__(self, message: str, user: str | None = None, command: str | None = None):
+        super().__init__(message)
+        self.user = user
+        self.command = command
+
+
+class StoreFull(RunnelError):
+    """The store is out of memory and refuses writes (Redis at ``maxmemory``)."""

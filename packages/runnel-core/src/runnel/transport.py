@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from runnel.exceptions import Misconfigured
+from runnel.urls import redact
 
 if TYPE_CHECKING:
     from runnel.coordination import Coordination, Leadership
@@ -144,9 +145,16 @@ def transport_for(url: str, settings: Settings) -> Transport:
     """Build the transport that a plugin registered for ``url``'s scheme."""
     from runnel.plugins.manager import registry
 
-    scheme = urlsplit(url).scheme
-    if not scheme:
-        raise Misconfigured(f"redis_url {url!r} has no scheme (such as redis://)")
+    parts = urlsplit(url)
+    if not parts.scheme or "://" not in url:
+        raise Misconfigured(
+            f"redis_url {redact(url)!r} has no scheme (write it as redis://host:port/db)"
+        )
+    try:
+        _ = parts.port  # checks it: a port that is not a number raises
+    except ValueError as exc:
+        raise Misconfigured(f"redis_url {redact(url)!r}: {exc}") from None
+    scheme = parts.scheme
     reg = registry()
     if scheme not in reg.names("transport"):
         known = ", ".join(f"{s}://" for s in reg.names("transport")) or "none"

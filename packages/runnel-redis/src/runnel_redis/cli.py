@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from runnel.exceptions import RunnelError
 from runnel_redis import embedded as server
 
 URL_HELP = "Which embedded server (default: this project's)."
@@ -18,14 +21,17 @@ def embedded() -> None:
 @click.option("--url", default="redis+embedded://", show_default=True, help=URL_HELP)
 def start(url: str) -> None:
     """Start the server (or find it running) and print its redis:// URL."""
-    click.echo(server.ensure(url).url)
+    try:
+        click.echo(server.ensure(url).url)
+    except RunnelError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @embedded.command()
 @click.option("--url", default="redis+embedded://", show_default=True, help=URL_HELP)
 def status(url: str) -> None:
     """Say whether the server is running, and where."""
-    directory = server.state_dir(url)
+    directory = _directory(url)
     found = server.running(directory)
     if found is None:
         click.echo(f"not running ({directory})")
@@ -37,5 +43,15 @@ def status(url: str) -> None:
 @click.option("--url", default="redis+embedded://", show_default=True, help=URL_HELP)
 def stop(url: str) -> None:
     """Stop the server; its data stays in the directory for next time."""
-    directory = server.state_dir(url)
+    directory = _directory(url)
     click.echo("stopped" if server.stop(directory) else f"not running ({directory})")
+
+
+def _directory(url: str) -> Path:
+    """The state directory of an embedded URL; any other URL is one line of error."""
+    try:
+        return server.state_dir(url)
+    except RunnelError as exc:
+        raise click.ClickException(
+            f"{exc}: --url takes a redis+embedded:// URL (the embedded dev server)"
+        ) from None

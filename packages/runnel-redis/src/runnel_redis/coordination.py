@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.coordination import Coordination, Leadership, Members, ReadResult
+from runnel.exceptions import StoreFull
 from runnel.processing.retry import reraise_if_cancelled
 from runnel_redis import keys, resp, scripts
 
@@ -32,9 +33,13 @@ class RedisCoordination(Coordination):
         self.control_key = keys.control(app, stream, processor)
         self.admin_key = keys.admin_lock(app, stream, processor)
         self.quarantine_key = keys.quarantine(app, stream, processor)
-        self._acquire = client.register_script(scripts.ACQUIRE)
-        self._release = client.register_script(scripts.RELEASE)
-        self._beat = client.register_script(scripts.BEAT)
+        self._acquire = resp.Script(client, scripts.ACQUIRE)
+        self._release = resp.Script(client, scripts.RELEASE)
+        self._beat = resp.Script(client, scripts.BEAT)
+        self._take = resp.Script(client, scripts.TAKE)
+        self._announce = resp.Script(client, scripts.ANNOUNCE)
+        self._eval_check_locks = _EVAL_CHECK_LOCKS
+        self._fenced_read = resp.Script(client, scripts.FENCED_READ)
         # The same keys, group and owner go out in every read and acknowledgement:
         # packed once (RESP bulk strings), kept here.
         self._bulks: dict[str, bytes] = {}  # key, group, owner, consumer -> packed
@@ -78,15 +83,10 @@ class RedisCoordination(Coordination):
         await self._take_admin_lock(token)
         try:
             members = change(_parse_members(await self.redis.get(self.membership_key)))
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.set(self.membership_key, json.dumps(members, sort_keys=True))
-                pipe.xadd(
-                    self.control_key,
-                    {"reason": reason, "executor": executor},
-                    maxlen=CONTROL_MAXLEN,
-                    approximate=True,
-                )
-                await pipe.execute()
+            await self._announce(
+                keys=[self.membership_key, self.control_key],
+                args=[json.dumps(members, sort_keys=True), CONTROL_MAXLEN, reason, executor],
+            )
             return members
         finally:
             await self._release(keys=[self.admin_key], args=[token])
@@ -95,7 +95,7 @@ class RedisCoordination(Coordination):
         while True:
             reraise_if_cancelled()  # redis-py may have swallowed one
             try:
-                if await self.redis.set(self.admin_key, token, nx=True, px=ADMIN_TTL_MS):
+                if await self._take(keys=[self.admin_key], args=[token, ADMIN_TTL_MS]):
                     return
             except (ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError):
                 # The reply may be lost after the lock was set: look before trying again.
@@ -105,12 +105,7 @@ class RedisCoordination(Coordination):
             await asyncio.sleep(ADMIN_WAIT)
 
     async def announce(self, reason: str, executor: str) -> None:
-        await self.redis.xadd(
-            self.control_key,
-            {"reason": reason, "executor": executor},
-            maxlen=CONTROL_MAXLEN,
-            approximate=True,
-        )
+        await self._announce(keys=[self.control_key], args=["", CONTROL_MAXLEN, reason, executor])
 
     async def control_tail(self) -> bytes:
         last = await self.redis.xrevrange(self.control_key, count=1)
@@ -184,7 +179,10 @@ class RedisCoordination(Coordination):
             if not reading:
                 break
             streams = list(reading)
-            held, reply = await self._checked_read(owner, consumer, reading, count)
+            try:
+                held, reply = await self._checked_read(owner, consumer, reading, count)
+            except StoreFull:
+                held, reply = await self._read_when_full(owner, consumer, reading, count)
             lost = [s for s, ok in zip(streams, held, strict=True) if not ok]
             result.lost += lost
             if reply is not None:
@@ -208,7 +206,7 @@ class RedisCoordination(Coordination):
             + _WATCH
             + locks
             + resp.header(4 + n)
-            + _EVAL_CHECK_LOCKS
+            + self._eval_check_locks
             + resp.arguments((n,))
             + locks
             + self._bulk(owner)
@@ -222,6 +220,9 @@ class RedisCoordination(Coordination):
             + _EXEC
         )
         replies = await self._exchange(packed, 5)
+        if scripts.refuses_flags(replies[1]) and self._eval_check_locks == _EVAL_CHECK_LOCKS:
+            self._eval_check_locks = _EVAL_CHECK_LOCKS_PLAIN  # Redis 6.2: no script flags
+            return await self._checked_read(owner, consumer, positions, count)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
@@ -232,6 +233,19 @@ class RedisCoordination(Coordination):
         if isinstance(reply, Exception):  # e.g. NOGROUP, raised inside the transaction
             raise reply
         return held, reply
+
+    async def _read_when_full(
+        self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
+    ) -> tuple[list[int], Any]:
+        """The same fenced read in one script that may run on a full Redis: Redis refuses
+        any command queued in a MULTI when it is at maxmemory, XREADGROUP included."""
+        streams = list(positions)
+        numbers = [int(stream.rsplit(".", 1)[1]) for stream in streams]
+        held, reply = await self._fenced_read(
+            keys=[*(self.lock_key(n) for n in numbers), *streams],
+            args=[owner, self.group, consumer, count, *positions.values()],
+        )
+        return held, reply or []
 
     async def _exchange(self, packed: bytes, replies: int) -> list[Any]:
         return await resp.exchange(self.redis, packed, replies)
@@ -279,8 +293,8 @@ class RedisLeadership(Leadership):
     def __init__(self, client: aioredis.Redis, app: str) -> None:
         self.redis = client
         self.key = keys.leader(app)
-        self._claim = client.register_script(scripts.CLAIM)
-        self._release = client.register_script(scripts.RELEASE)
+        self._claim = resp.Script(client, scripts.CLAIM)
+        self._release = resp.Script(client, scripts.RELEASE)
 
     async def claim(self, candidate: str, ttl_ms: int) -> bool:
         return bool(await self._claim(keys=[self.key], args=[candidate, ttl_ms]))
@@ -301,6 +315,7 @@ def _parse_members(raw: Any) -> Members:
 
 
 _EVAL_CHECK_LOCKS = resp.arguments(("EVAL", scripts.CHECK_LOCKS))
+_EVAL_CHECK_LOCKS_PLAIN = resp.arguments(("EVAL", scripts.plain(scripts.CHECK_LOCKS)))
 _EVAL_FENCED_ACK_MANY = resp.arguments(("EVAL", scripts.FENCED_ACK_MANY))
 _WATCH = resp.arguments(("WATCH",))
 _MULTI = resp.command("MULTI")

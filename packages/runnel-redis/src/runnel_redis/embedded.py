@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 import redis
 
 from runnel.exceptions import Misconfigured
+from runnel.urls import redact
 
 SCHEME = "redis+embedded"
 MARKERS = ("pyproject.toml", "setup.py", ".git")
@@ -90,7 +92,7 @@ def project_dir(start: Path | None = None) -> Path:
 def state_dir(url: str) -> Path:
     parts = urlsplit(url)
     if parts.scheme != SCHEME:
-        raise Misconfigured(f"not an embedded URL: {url!r}")
+        raise Misconfigured(f"not an embedded URL: {redact(url)!r}")
     base = Path(parts.path) if parts.path not in ("", "/") else project_dir()
     return base / ".runnel" / "redis"
 
@@ -174,6 +176,14 @@ def ensure(url: str) -> Server:
             server = start_server(directory)
             (directory / "server.json").write_text(
                 json.dumps({"port": server.port, "pid": server.pid})
+            )
+            # Said whatever the log level: a server now runs in the background until
+            # `runnel embedded stop`, and whoever started it should know.
+            print(
+                f"started the embedded development redis-server at {server.url} "
+                f"(data in {directory}; `runnel embedded stop` stops it)",
+                file=sys.stderr,
+                flush=True,
             )
         return server
 

@@ -14,6 +14,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
+from runnel_redis import scripts
+
 Arg = bytes | str | int | float
 
 
@@ -83,6 +85,9 @@ class Script:
 
     def __init__(self, client: aioredis.Redis, text: str) -> None:
         self.client = client
+        self._use(text)
+
+    def _use(self, text: str) -> None:
         self.text = text
         self._evalsha = arguments(("EVALSHA", hashlib.sha1(text.encode()).hexdigest()))
         self._eval = arguments(("EVAL", text))
@@ -97,6 +102,9 @@ class Script:
         [reply] = await exchange(self.client, head + self._evalsha + tail, 1)
         if isinstance(reply, NoScriptError):
             [reply] = await exchange(self.client, head + self._eval + tail, 1)
+            if scripts.refuses_flags(reply):  # Redis 6.2: no script flags
+                self._use(scripts.plain(self.text))
+                [reply] = await exchange(self.client, head + self._eval + tail, 1)
         if isinstance(reply, Exception):
             raise reply
         return reply

@@ -11,7 +11,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from runnel.transport import Entry, Fields, Transport
-from runnel_redis import keys, resp, scripts
+from runnel.urls import redact
+from runnel_redis import errors, keys, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.schemas import RedisSchemaStore
@@ -32,13 +33,17 @@ class RedisTransport(Transport):
         # taken effect (an XREADGROUP that delivered entries), and only the caller knows
         # how to recover from that. Runnel's loops retry with backoff themselves.
         client_options.setdefault("retry", Retry(NoBackoff(), 0))
+        # Refusals (a wrong password, a missing permission, a full Redis) become Runnel's
+        # own exceptions, naming the user but never the password.
+        client_options.setdefault("parser_class", errors.parser_class(url))
         self.redis = aioredis.Redis.from_url(url, decode_responses=False, **client_options)
         for name in _RAW_REPLIES:
             self.redis.response_callbacks.pop(name, None)
         self._names: dict[bytes, str] = {}
+        self._ensure_group: resp.Script | None = None
 
     def __repr__(self) -> str:
-        return f"<RedisTransport {self.redis.connection_pool!r}>"
+        return f"<RedisTransport {redact(self.url)}>"
 
     def partition_key(self, app: str, stream: str, number: int) -> str:
         return keys.partition(app, stream, number)
@@ -73,12 +78,10 @@ class RedisTransport(Transport):
         return ids
 
     async def ensure_group(self, keys: Sequence[str], group: str) -> None:
-        for key in keys:
-            try:
-                await self.redis.xgroup_create(key, group, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+        # A script: XGROUP CREATE is refused on a full Redis even when the group exists.
+        if self._ensure_group is None:
+            self._ensure_group = resp.Script(self.redis, scripts.ENSURE_GROUP)
+        await self._ensure_group(keys=list(keys), args=[group])
 
     async def adopt_pending(self, key: str, group: str, consumer: str) -> int:
         summary = await self.redis.xpending(key, group)

@@ -7,6 +7,7 @@ import sys
 import click
 
 from runnel import __version__
+from runnel.cli import common
 from runnel.cli.common import load_plugins, plugin_option
 from runnel.cli.dead import dead
 from runnel.cli.jobs import jobs
@@ -21,8 +22,10 @@ from runnel.cli.worker import worker
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runnel")
 @plugin_option
-def cli(plugins: tuple[str, ...]) -> None:
+@click.option("--traceback", "show_stack", is_flag=True, help="Print the whole stack of any error.")
+def cli(plugins: tuple[str, ...], show_stack: bool) -> None:
     """Runnel: partitioned, ordered event processing and a job queue on Redis Streams."""
+    common.show_traceback = show_stack
     # main() loaded these already, so that their commands exist; this covers other callers.
     load_plugins(plugins)
 

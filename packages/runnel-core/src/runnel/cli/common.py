@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import traceback
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -11,12 +13,13 @@ import click
 from pydantic import ValidationError
 
 from runnel.app import App
-from runnel.exceptions import RunnelError
+from runnel.exceptions import AccessDenied, RunnelError, StoreFull
 from runnel.imports import import_object
 from runnel.jobs.function import JobFunction
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor
 from runnel.stream import Stream
+from runnel.urls import redact
 
 T = TypeVar("T")
 
@@ -42,12 +45,14 @@ def load(target: str, kind: type[T]) -> T:
     try:
         obj = import_object(target)
     except RunnelError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise one_line(str(exc), exc) from None
     except ValidationError as exc:
-        raise click.ClickException(f"importing {target!r} failed: {describe(exc)}") from None
+        if exc.title == "Settings":
+            raise one_line(f"invalid setting: {describe_settings(exc)}", exc) from None
+        raise one_line(f"importing {target!r} failed: {describe(exc)}", exc) from None
     except Exception as exc:
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise click.ClickException(f"importing {target!r} failed: {message}") from None
+        raise one_line(f"importing {target!r} failed{raised_at(exc)}: {message}", exc) from None
     if kind is Processor:
         obj = getattr(obj, "__runnel_processor__", obj)
     if not isinstance(obj, kind):
@@ -56,6 +61,54 @@ def load(target: str, kind: type[T]) -> T:
             f"{target} is {type(obj).__name__}, not {names.get(kind, kind.__name__)}"
         )
     return obj
+
+
+def one_line(message: str, exc: BaseException) -> click.ClickException:
+    """The one-line error for ``exc``; with ``runnel --traceback``, its stack goes first."""
+    if show_traceback:
+        traceback.print_exception(exc)
+    return click.ClickException(message)
+
+
+show_traceback = False
+"""Set by ``runnel --traceback``: print the whole stack of any error before its line."""
+
+
+def raised_at(exc: BaseException) -> str:
+    """`` at FILE, line N``: the last place in the user's project (the current directory)
+    that the exception passed through while importing, else its innermost frame."""
+    if isinstance(exc, SyntaxError):
+        return ""  # its message names the file and line already
+    here = os.getcwd() + os.sep
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<") and "importlib" not in f.filename
+    ]
+    ours = [f for f in frames if f.filename.startswith(here) and "site-packages" not in f.filename]
+    chosen = ours or frames
+    if not chosen:
+        return ""
+    frame = chosen[-1]
+    name = frame.filename.removeprefix(here)
+    return f" at {name}, line {frame.lineno}"
+
+
+def describe_settings(exc: ValidationError) -> str:
+    """Each invalid setting, named by the ``RUNNEL_*`` variable that gave it if one did."""
+    parts = []
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else "settings"
+        variable = f"RUNNEL_{name.upper()}"
+        given = {k.upper(): v for k, v in os.environ.items()}.get(variable)
+        if name == "redis_url" and given is not None:
+            given = redact(given)
+        where = f"{variable}={given!r}" if given is not None else f"{name}"
+        message = err["msg"][:1].lower() + err["msg"][1:]
+        if err["type"] == "extra_forbidden":
+            message = "no such setting (see docs/settings.md)"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
 
 
 def describe(exc: ValidationError) -> str:
@@ -84,11 +137,25 @@ def run(coro: Coroutine[Any, Any, T], app: App) -> T:
 
     try:
         return asyncio.run(main())
-    except RunnelError as exc:
-        raise click.ClickException(str(exc)) from None
-    except (ConnectionError, OSError, TimeoutError) as exc:
-        raise click.ClickException(f"cannot reach {app.settings.redis_url}: {exc}") from None
     except Exception as exc:
-        if type(exc).__module__.startswith("redis"):
-            raise click.ClickException(f"{app.settings.redis_url}: {exc}") from None
-        raise
+        raise one_line(failure(app, exc), exc) from None
+
+
+def failure(app: App, exc: Exception) -> str:
+    """One line for a failure talking to the store, naming its URL without a password.
+
+    Errors that are not about the store (bugs) are raised again, with their traceback."""
+    where = redact(app.settings.redis_url)
+    if isinstance(exc, AccessDenied | StoreFull):
+        return f"{where}: {exc}"
+    if isinstance(exc, RunnelError):
+        return str(exc)
+    if isinstance(exc, ConnectionError | OSError | TimeoutError):
+        return f"cannot reach {where}: {_one_line(exc)}"
+    if type(exc).__module__.startswith("redis"):
+        return f"{where}: {_one_line(exc)}"
+    raise exc
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

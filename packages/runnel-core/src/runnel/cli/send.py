@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -9,7 +10,7 @@ import click
 import orjson
 from pydantic import ValidationError
 
-from runnel.cli.common import describe, load, load_plugins, plugin_option, run
+from runnel.cli.common import describe, failure, load, load_plugins, plugin_option, run
 from runnel.stream import Stream
 
 CHUNK = 1000
@@ -25,7 +26,7 @@ def _parse(stream: Stream, text: str, where: str) -> Any:
     except orjson.JSONDecodeError as exc:
         raise click.ClickException(f"{where}malformed JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise click.ClickException(f"{where}expected a JSON object, got {type(value).__name__}")
+        raise click.ClickException(f"{where}expected a JSON object, got {_json_type(value)}")
     try:
         record = stream.validate(value)
     except ValidationError as exc:
@@ -60,6 +61,7 @@ def sendmany(target: str, source: str, plugins: tuple[str, ...]) -> None:
     load_plugins(plugins)
     stream = load(target, Stream)
     records = []
+    numbers = []  # the line of each record, for messages
     for number, raw in enumerate(_lines(source), 1):
         try:
             line = raw.decode("utf-8")
@@ -68,9 +70,10 @@ def sendmany(target: str, source: str, plugins: tuple[str, ...]) -> None:
         if not line.strip():
             continue
         records.append(_parse(stream, line, f"line {number}: "))
+        numbers.append(number)
     if not records:
         raise click.ClickException("no events to send (the input is empty)")
-    sent = run(_send_all(stream, records), stream.app)
+    sent = run(_send_all(stream, records, numbers), stream.app)
     click.echo(f"sent {sent} events to {stream.name}", err=True)
 
 
@@ -84,7 +87,7 @@ def _lines(source: str) -> list[bytes]:
         raise click.ClickException(f"cannot read {source}: {exc.strerror}") from None
 
 
-async def _send_all(stream: Stream, records: list[Any]) -> int:
+async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> int:
     show = sys.stderr.isatty() and len(records) >= PROGRESS_MIN
     sent = 0
     with (
@@ -96,10 +99,20 @@ async def _send_all(stream: Stream, records: list[Any]) -> int:
             chunk = records[start : start + CHUNK]
             try:
                 await stream.send(*chunk)
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:
+                task = asyncio.current_task()
+                if isinstance(exc, asyncio.CancelledError) or (task and task.cancelling()):
+                    # Ctrl-C (which redis-py may report as a timeout): say where to resume,
+                    # as for a dropped connection. The chunk in flight is one command,
+                    # written whole or not at all.
+                    raise click.ClickException(
+                        f"interrupted after sending {sent} of {len(records)} events "
+                        f"(the first unsent is line {numbers[sent]})"
+                    ) from None
+                reason = failure(stream.app, exc)
                 raise click.ClickException(
                     f"sending failed after {sent} of {len(records)} events "
-                    f"(the first unsent is event {sent + 1}): {exc}"
+                    f"(the first unsent is line {numbers[sent]}): {reason}"
                 ) from None
             sent += len(chunk)
             bar.update(len(chunk))
@@ -115,3 +128,8 @@ class _Null:
 
     def update(self, n: int) -> None:
         pass
+
+
+def _json_type(value: object) -> str:
+    """The name of a decoded JSON value's type as JSON spells it (``null``, not NoneType)."""
+    return "null" if value is None else type(value).__name__

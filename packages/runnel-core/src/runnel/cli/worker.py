@@ -12,7 +12,7 @@ import click
 
 from runnel import logs
 from runnel.app import App
-from runnel.cli.common import load, load_plugins, plugin_option
+from runnel.cli.common import failure, load, load_plugins, plugin_option
 from runnel.exceptions import RunnelError
 
 
@@ -131,7 +131,7 @@ def worker(
     try:
         code = asyncio.run(app.run_worker(chosen, jobs=jobs, concurrency=concurrency))
     except RunnelError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(failure(app, exc)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 1
     except Exception as exc:

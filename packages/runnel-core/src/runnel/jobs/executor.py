@@ -44,6 +44,7 @@ from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
     cancel_and_wait,
+    outage,
     reraise_if_cancelled,
     retrying,
 )
@@ -195,8 +196,8 @@ class JobExecutor:
                 taken = await self.store.take(self.id, want, BLOCK_CAP_MS, self.clock)
             except Exception as exc:
                 self._held -= want
-                reraise_if_cancelled()
-                log.warning("taking jobs failed, retrying in %.1fs: %r", backoff.delay, exc)
+                reraise_if_cancelled(exc)
+                outage.failed("taking jobs", exc)
                 await backoff.sleep()
                 continue
             finally:
@@ -379,8 +380,8 @@ class JobExecutor:
             try:
                 await action()
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r: %s failed: %r", self, action.__name__.strip("_"), exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r}: {action.__name__.strip('_')}", exc)
             await asyncio.sleep(interval)
 
     async def _beat(self) -> None:
@@ -497,14 +498,9 @@ class Finisher:
             try:
                 refused = await self.store.finish(self.executor, batch, self.results_ttl)
             except Exception as exc:
-                reraise_if_cancelled()
+                reraise_if_cancelled(exc)
                 self._pending = batch + self._pending
-                log.warning(
-                    "recording %d job outcomes failed, retrying in %.1fs: %r",
-                    len(batch),
-                    backoff.delay,
-                    exc,
-                )
+                outage.failed(f"recording {len(batch)} job outcomes", exc)
                 await backoff.sleep()
                 continue
             backoff.reset()

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from runnel.processing.retry import Backoff, reraise_if_cancelled
+from runnel.processing.retry import Backoff, outage, reraise_if_cancelled
 
 if TYPE_CHECKING:
     from runnel.processing.executor import Executor
@@ -77,10 +77,8 @@ class Acks:
             self.give_back(ids)
             if not isinstance(exc, Exception):
                 raise
-            reraise_if_cancelled()
-            log.warning(
-                "acknowledging %d events on %s failed, will retry: %r", len(ids), self.key, exc
-            )
+            reraise_if_cancelled(exc)
+            outage.failed(f"acknowledging {len(ids)} events on {self.key}", exc)
             return None
         self.done()
         if lost:
@@ -143,14 +141,9 @@ class Acknowledger:
                     self._waiting[key] = acks
                 if not isinstance(exc, Exception):
                     raise
-                reraise_if_cancelled()
+                reraise_if_cancelled(exc)
                 count = sum(len(ids) for _, ids in taken.values())
-                log.warning(
-                    "acknowledging %d events failed, retrying in %.1fs: %r",
-                    count,
-                    backoff.delay,
-                    exc,
-                )
+                outage.failed(f"acknowledging {count} events", exc)
                 self._wake.set()
                 await backoff.sleep()
                 continue

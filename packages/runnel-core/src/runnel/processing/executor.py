@@ -29,12 +29,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runnel.coordination import Members
-from runnel.exceptions import RunnelError
+from runnel.exceptions import AccessDenied, RunnelError
 from runnel.processing.acks import Acknowledger
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
     cancel_and_wait,
+    outage,
     reraise_if_cancelled,
     retrying,
 )
@@ -153,7 +154,16 @@ class Executor:
         """Await ``coro`` unless a stop comes first; True if it completed."""
         task = asyncio.ensure_future(coro)
         stopping = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # Cancelled from outside (another executor's fatal error): end ``coro`` too,
+            # and take its outcome, so that nothing is left running or unretrieved.
+            stopping.cancel()
+            await cancel_and_wait([task])
+            if not task.cancelled():
+                task.exception()
+            raise
         stopping.cancel()
         if not task.done():
             await cancel_and_wait([task])
@@ -168,6 +178,8 @@ class Executor:
             await retrying(
                 lambda: stream.prepare(writing=False), "loading schemas", fatal=(RunnelError,)
             )
+        except AccessDenied:
+            raise  # the worker stops on it, saying who was refused what
         except RunnelError as exc:
             # An incompatible schema: refuse to start rather than fail on every event.
             log.error("processor %r cannot start: %s", self.processor.name, exc)
@@ -240,8 +252,8 @@ class Executor:
                 self.stats.rebalances += 1
                 backoff.reset()
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r rebalance failed, retrying in %.1fs: %r", self, backoff.delay, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} rebalancing", exc)
                 self._rebalance.set()
                 await backoff.sleep()
 
@@ -329,8 +341,8 @@ class Executor:
             try:
                 await self._beat_once()
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r heartbeat failed: %r", self, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} heartbeat", exc)
                 await asyncio.sleep(min(1.0, interval))
 
     async def _maintenance(self) -> None:
@@ -359,8 +371,8 @@ class Executor:
                 await self.coordination.change_members(drop_dead, "dead", self.id)
                 self._rebalance.set()  # our own message does not wake our control loop
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r maintenance failed: %r", self, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} maintenance", exc)
 
     async def _control(self) -> None:
         position = await retrying(self.coordination.control_tail, "reading the control stream")
@@ -370,8 +382,8 @@ class Executor:
             try:
                 position, messages = await self.coordination.control(position, block)
             except Exception as exc:
-                reraise_if_cancelled()
-                log.warning("%r control stream read failed: %r", self, exc)
+                reraise_if_cancelled(exc)
+                outage.failed(f"{self!r} reading the control stream", exc)
                 await asyncio.sleep(1)
                 continue
             if any(m.get("reason") == "resume" for m in messages):

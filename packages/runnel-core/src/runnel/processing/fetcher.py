@@ -6,7 +6,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from runnel.processing.retry import BLOCK_CAP_MS, Backoff, reraise_if_cancelled, retrying
+from runnel.processing.retry import (
+    BLOCK_CAP_MS,
+    Backoff,
+    outage,
+    reraise_if_cancelled,
+    retrying,
+)
 from runnel.transport import NEW, PENDING_START
 from runnel.types import Event, Partition
 
@@ -117,18 +123,13 @@ class _Lane:
                     executor.id, executor.consumer_name, wanted, count
                 )
             except Exception as exc:
-                reraise_if_cancelled()
+                reraise_if_cancelled(exc)
                 # The reply may have been lost after the store delivered entries to us:
                 # those are pending now, so read the pending entries after what we hold.
                 for held in inboxes.values():
                     if held.position == NEW:
                         held.position = held.last_id or PENDING_START
-                log.warning(
-                    "reading %s failed, retrying in %.1fs: %r",
-                    processor.stream.name,
-                    backoff.delay,
-                    exc,
-                )
+                outage.failed(f"reading {processor.stream.name}", exc)
                 await backoff.sleep()
                 continue
             backoff.reset()
@@ -164,7 +165,7 @@ class _Lane:
             try:
                 known = await self.executor.transport.last_delivered(unknown, self.executor.group)
             except Exception as exc:
-                reraise_if_cancelled()
+                reraise_if_cancelled(exc)
                 log.debug("reading group positions failed: %r", exc)
                 known = {}
             for key in unknown:
@@ -183,7 +184,7 @@ class _Lane:
                 if await transport.wait_for_new(self._watch, block):
                     self.wake.set()
             except Exception as exc:
-                reraise_if_cancelled()
+                reraise_if_cancelled(exc)
                 log.debug("watching for new events failed: %r", exc)
                 await asyncio.sleep(0.5)
 

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
+from runnel.exceptions import AccessDenied
+
 log = logging.getLogger("runnel.retry")
 
 T = TypeVar("T")
@@ -20,17 +22,25 @@ FIRST_DELAY = 0.1
 MAX_DELAY = 5.0
 
 
-def reraise_if_cancelled() -> None:
-    """Raise a cancellation that a library swallowed or turned into an ordinary error.
+FATAL: tuple[type[Exception], ...] = (AccessDenied,)
+"""Failures that no retry can fix: a loop that meets one stops, and so does the worker."""
+
+
+def reraise_if_cancelled(failure: BaseException | None = None) -> None:
+    """Raise a cancellation that a library swallowed or turned into an ordinary error,
+    and re-raise ``failure`` if it is fatal (wrong credentials, a missing permission).
 
     Call it at the top of every long-running loop and first in its ``except Exception``
-    blocks: redis-py can drop a cancellation (see :func:`cancel_and_wait`), retry a
-    command interrupted by one, or report it as a connection error, and a loop would then
-    never stop.
+    blocks (passing the exception): redis-py can drop a cancellation (see
+    :func:`cancel_and_wait`), retry a command interrupted by one, or report it as a
+    connection error, and a loop would then never stop; nor should it go on retrying what
+    Redis refuses on purpose.
     """
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+    if isinstance(failure, FATAL):
+        raise failure
 
 
 RECANCEL_EVERY = 0.2
@@ -63,6 +73,32 @@ def _name(task: asyncio.Future[Any]) -> str:
     return task.get_name() if isinstance(task, asyncio.Task) else repr(task)
 
 
+class Outage:
+    """Says once where the store is and why a call to it failed, retries quietly (debug
+    lines), and says when calls work again: one line per outage, not one per poll."""
+
+    def __init__(self) -> None:
+        self.where = "the store"
+        self.down = False
+
+    def failed(self, what: str, exc: BaseException) -> None:
+        if self.down:
+            log.debug("%s failed again: %r", what, exc)
+            return
+        self.down = True
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+        log.warning("%s: %s failed (%s); retrying quietly until it works", self.where, what, reason)
+
+    def recovered(self) -> None:
+        if self.down:
+            self.down = False
+            log.warning("reconnected to %s", self.where)
+
+
+outage = Outage()
+"""The process's one outage reporter; the worker sets ``where`` to its redacted URL."""
+
+
 class Backoff:
     """Delays of 0.1 s doubling up to 5 s; reset after a success."""
 
@@ -75,6 +111,8 @@ class Backoff:
 
     def reset(self) -> None:
         self.delay = FIRST_DELAY
+        if outage.down:
+            outage.recovered()
 
 
 async def retrying(
@@ -88,10 +126,13 @@ async def retrying(
     while True:
         reraise_if_cancelled()
         try:
-            return await call()
+            result = await call()
         except fatal:
             raise
         except Exception as exc:
-            reraise_if_cancelled()
-            log.warning("%s failed, retrying in %.1fs: %r", what, backoff.delay, exc)
+            reraise_if_cancelled(exc)
+            outage.failed(what, exc)
             await backoff.sleep()
+            continue
+        backoff.reset()
+        return result

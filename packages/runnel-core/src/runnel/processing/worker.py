@@ -18,7 +18,8 @@ from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
 from runnel.processing.executor import Executor
-from runnel.processing.retry import cancel_and_wait, reraise_if_cancelled
+from runnel.processing.retry import FATAL, cancel_and_wait, outage, reraise_if_cancelled
+from runnel.urls import redact
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -105,11 +106,18 @@ class Worker:
                 installed.append(sig)
             except (NotImplementedError, RuntimeError):  # not the main thread
                 pass
+        outage.where = redact(self.app.settings.redis_url)
         try:
             if self.metrics is not None:
                 self.metrics.start()
             with frozen_heap(self.app.settings.gc_freeze):
                 await self._run()
+        except BaseExceptionGroup as group:
+            # A refusal no retry can fix (wrong credentials) ended a loop: say that, plainly.
+            fatal = _first_fatal(group)
+            if fatal is None:
+                raise
+            raise fatal from None
         finally:
             if self.metrics is not None:
                 self.metrics.close()  # a last flush: everything counted is exported
@@ -159,8 +167,8 @@ class Worker:
                 try:
                     leading = await election.claim(self.id, ttl_ms)
                 except Exception as exc:
-                    reraise_if_cancelled()
-                    log.warning("leader election failed: %r", exc)
+                    reraise_if_cancelled(exc)
+                    outage.failed("leader election", exc)
                     leading = False
                 if leading and work is None:
                     log.info("worker %s is the leader of %s", self.id, self.app.name)
@@ -210,6 +218,17 @@ class Worker:
             self.exit_code = 1
             if main is not None:
                 main.cancel()
+
+
+def _first_fatal(group: BaseExceptionGroup[BaseException]) -> Exception | None:
+    for exc in group.exceptions:
+        if isinstance(exc, FATAL):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_fatal(exc)
+            if found is not None:
+                return found
+    return None
 
 
 _freezers = 0
