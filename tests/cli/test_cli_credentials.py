@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from runnel.processing.supervisor import REFUSED
 from runnel_redis.embedded import Server, start_server
 from tests.cli.conftest import MODULE, write_app
 from tests.cli.test_cli_errors import assert_one_line_error
@@ -96,7 +97,7 @@ def test_worker_with_wrong_password_stops(locked_server: Server, project: Path) 
     with WorkerProcess(APP, project, env) as worker:
         code = worker.proc.wait(60)
         output = worker.output
-    assert code != 0
+    assert code == REFUSED
     errors = [line for line in output.splitlines() if line.startswith("Error:")]
     assert errors == [errors[0]] and "authentication failed for user 'bob'" in errors[0], output
     assert "bob:***@" in errors[0]
@@ -118,5 +119,20 @@ def test_worker_missing_permission_stops(
     errors = [line for line in output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, output
     assert f"user '{user}' may not run {command}" in errors[0]
+    assert "Traceback" not in output
+    assert_no_password(output)
+
+
+def test_supervisor_does_not_restart_a_refused_worker(locked_server: Server, project: Path) -> None:
+    """Under ``--processes``, a child refused by Redis would be refused again: the
+    supervisor stops the others and exits with the same code, instead of restarting it
+    forever."""
+    env = env_with(url(locked_server, "bob", WRONG_PASSWORD))
+    with WorkerProcess(APP, project, env, "--processes", "2") as worker:
+        code = worker.proc.wait(60)
+        output = worker.output
+    assert code == REFUSED, output
+    assert "restarting it" not in output, output
+    assert "authentication failed for user 'bob'" in output
     assert "Traceback" not in output
     assert_no_password(output)

@@ -440,7 +440,7 @@ def documented_exit_codes() -> set[int]:
 
 
 def test_documented_exit_codes(project: Project) -> None:
-    assert documented_exit_codes() == {0, 1, 2}
+    assert documented_exit_codes() == {0, 1, 2, 3}
     # 0: success.
     assert project.run("send", STREAM, GOOD_EVENT).returncode == 0
     # 1: an error Runnel reports, as one line (an unreadable input file included) ...
@@ -455,3 +455,4 @@ def test_documented_exit_codes(project: Project) -> None:
     for args in (["send", STREAM], ["send", "--bogus", STREAM, "{}"], ["nosuchcommand"]):
         assert project.run(*args).returncode == 2
     assert project.run("worker", APP, "--processes", "0").returncode == 2
+    # 3: a worker refused by the store: tests/cli/test_cli_credentials.py.

@@ -13,7 +13,8 @@ import click
 from runnel import logs
 from runnel.app import App
 from runnel.cli.common import failure, load, load_plugins, plugin_option
-from runnel.exceptions import RunnelError
+from runnel.exceptions import AccessDenied, RunnelError
+from runnel.processing.supervisor import REFUSED
 
 
 @click.command()
@@ -131,7 +132,10 @@ def worker(
     try:
         code = asyncio.run(app.run_worker(chosen, jobs=jobs, concurrency=concurrency))
     except RunnelError as exc:
-        raise click.ClickException(failure(app, exc)) from None
+        error = click.ClickException(failure(app, exc))
+        if isinstance(exc, AccessDenied):
+            error.exit_code = REFUSED  # a supervisor must not restart it
+        raise error from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 1
     except Exception as exc:

@@ -9,6 +9,9 @@ does no work of its own:
     until told to stop:
         a child exited, not asked to -> log how, restart it after a backoff
                                         (1 s doubling to 30 s; reset once one ran a minute)
+        a child exited REFUSED       -> Redis refused its credentials or a command: a
+                                        restart would be refused too, so stop them all
+                                        and exit REFUSED
     SIGTERM / SIGINT  -> forward SIGTERM once to every child, wait for all of them;
                          exit 0 if each stopped cleanly, else 1
     a second signal   -> forward it again (a child then stops at once), exit 1
@@ -40,6 +43,8 @@ HEALTHY_AFTER = 60.0
 """A child that ran this long before it exited is restarted after the first delay again
 (its backoff starts over)."""
 POLL = 0.1
+REFUSED = 3
+"""The exit code of a worker that the store refused (credentials, permissions)."""
 
 
 @dataclass
@@ -68,6 +73,7 @@ class Supervisor:
         self.child_exited = child_exited
         """Called with the pid of each child that exited (metrics forget its gauges)."""
         self._signals = 0
+        self._refused = False
         self._wake = threading.Event()
 
     def run(self) -> int:
@@ -79,10 +85,11 @@ class Supervisor:
             log.info("supervising %d worker processes", len(self.slots))
             for slot in self.slots:
                 self._start(slot)
-            while not self._signals:
+            while not self._signals and not self._refused:
                 self._check()
                 self._wake.wait(POLL)
-            return self._stop()
+            code = self._stop()
+            return REFUSED if self._refused else code
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -109,20 +116,29 @@ class Supervisor:
             if code is None:
                 continue
             ran = now - slot.started
+            pid = slot.process.pid
             slot.exits.append(code)
             if self.child_exited is not None:
-                self.child_exited(slot.process.pid)
+                self.child_exited(pid)
+            slot.process = None
+            if code == REFUSED:
+                log.error(
+                    "worker process %d was refused by the store (see its error); "
+                    "restarting would not help: stopping",
+                    slot.number,
+                )
+                self._refused = True
+                return
             if ran >= HEALTHY_AFTER:
                 slot.delay = FIRST_DELAY
             log.warning(
                 "worker process %d (pid %d) %s after %.1fs; restarting it in %.1fs",
                 slot.number,
-                slot.process.pid,
+                pid,
                 _how(code),
                 ran,
                 slot.delay,
             )
-            slot.process = None
             slot.restart_at = now + slot.delay
             slot.delay = min(slot.delay * 2, MAX_DELAY)
 
