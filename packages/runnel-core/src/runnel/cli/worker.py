@@ -132,16 +132,22 @@ def worker(
     try:
         code = asyncio.run(app.run_worker(chosen, jobs=jobs, concurrency=concurrency))
     except RunnelError as exc:
-        error = click.ClickException(failure(app, exc))
         if isinstance(exc, AccessDenied):
-            error.exit_code = REFUSED  # a supervisor must not restart it
-        raise error from None
+            raise Refused(failure(app, exc)) from None
+        raise click.ClickException(failure(app, exc)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 1
     except Exception as exc:
         logging.getLogger("runnel.worker").exception("worker crashed")
         raise click.ClickException(f"worker crashed: {exc!r}") from None
     _exit(code)
+
+
+class Refused(click.ClickException):
+    """The store refused the worker: a distinct exit code, so that no supervisor
+    restarts it only to be refused again."""
+
+    exit_code = REFUSED
 
 
 def _supervise(command: list[str], processes: int, app: App) -> int:
