@@ -51,4 +51,6 @@ def test_setting_out_of_range(project: Project) -> None:
     done = project.run("worker", APP, env=project.env_with(RUNNEL_METRICS_PORT="70000"))
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
-    assert "metrics_port" in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr
+    assert "RUNNEL_METRICS_PORT='70000'" in lines[0] and "65535" in lines[0], done.stderr
