@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tests.cluster.conftest import TEST_CLIENT, Cluster
+import threading
+
+import redis
+
+from tests.cluster.conftest import Cluster
 from tests.helpers import wait_for
 
 BATCH = 1500
@@ -54,8 +58,9 @@ def test_workers_joining_at_once_both_stay_members(cluster: Cluster) -> None:
     # workers start, beat, and wait for it.
     admin = f"__lock:{cluster.app_name}.pings.work.admin"
     cluster.client.set(admin, "test", px=30_000)
-    first, second = cluster.start(), cluster.start()
-    wait_for(lambda: waiting_on_the_admin_lock(cluster) >= 2, 30)
+    with AdminLockWaiters(cluster, admin) as waiters:
+        first, second = cluster.start(), cluster.start()
+        wait_for(lambda: len(waiters.clients) >= 2, 30)
     cluster.client.delete(admin)
 
     cluster.wait_settled([first, second])
@@ -71,10 +76,35 @@ def test_workers_joining_at_once_both_stay_members(cluster: Cluster) -> None:
         assert w.stop() == 0, w.output
 
 
-def waiting_on_the_admin_lock(cluster: Cluster) -> int:
-    """Connections (not the test's) whose last command was a SET: the admin lock's SET NX."""
-    return sum(
-        1
-        for c in cluster.client.client_list()
-        if c.get("name") != TEST_CLIENT and c.get("cmd") == "set"
-    )
+class AdminLockWaiters:
+    """Which connections tried to take the admin lock, as Redis's MONITOR reports them
+    (only a worker that has read the membership asks for the lock)."""
+
+    def __init__(self, cluster: Cluster, admin: str) -> None:
+        self.admin = admin
+        self.clients: set[str] = set()
+        self._client = redis.Redis.from_url(cluster.redis_url)
+        self._monitor = self._client.monitor()
+        self._monitor.__enter__()  # MONITOR is on from here: nothing is missed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> AdminLockWaiters:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._client.set("monitor-wake", 1)  # anything, so the watcher reads once more
+        self._thread.join(30)
+        self._monitor.__exit__()
+        self._client.close()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            seen = self._monitor.next_command()
+            words = seen["command"].split()
+            # The take script names the lock as its one key (the test's own SET does not
+            # count, nor what a script calls inside Redis).
+            if words[:1] in (["EVALSHA"], ["EVAL"]) and self.admin in words[3:4]:
+                self.clients.add(f"{seen['client_address']}:{seen['client_port']}")
