@@ -152,3 +152,109 @@ def test_our_primitive_entry_is_what_v01_reads(app):
     assert set(fields) == {b"user", b"n", b"ratio", b"ok", b"raw"}
     assert fields[b"ok"] == b"1"
     assert fields[b"n"] == 42 and fields[b"ratio"] == 0.25 and fields[b"user"] == "ann"
+
+
+# runnel 0.1's public names. Expectations are from 0.1's API reference and guide.
+
+
+def test_v01_modules_name_the_new_objects():
+    import runnel
+    import runnel.codecs
+    from runnel import compression, constants, serialization
+    from runnel.interfaces import Compressor, Middleware, Serializer
+    from runnel.processing.events import Events
+
+    assert constants.ExceptionPolicy is runnel.ExceptionPolicy
+    assert {p.name for p in constants.ExceptionPolicy} >= {"HALT", "QUARANTINE", "IGNORE"}
+    assert serialization.JSONSerializer is runnel.codecs.JSONSerializer
+    assert serialization.FastJSONSerializer is runnel.codecs.JSONSerializer
+    assert isinstance(serialization.default, runnel.codecs.JSONSerializer)
+    assert compression.Gzip is runnel.codecs.GzipCompressor
+    assert compression.LZ4 is runnel.codecs.LZ4Compressor
+    # 0.1's top-level names.
+    assert runnel.Events is Events
+    assert (runnel.Serializer, runnel.Compressor, runnel.Middleware) == (
+        Serializer,
+        Compressor,
+        Middleware,
+    )
+    from runnel.worker import Worker
+
+    assert runnel.Worker is Worker
+
+
+def test_v01_serializer_with_gzip_writes_what_gzip_reads(app):
+    """0.1's guide: ``serializer=FastJSONSerializer(compressor=Gzip())``."""
+    from runnel.compression import Gzip
+    from runnel.serialization import FastJSONSerializer
+
+    stream = app.stream(
+        "orders",
+        record=Order,
+        partition_by="order_id",
+        serializer=FastJSONSerializer(compressor=Gzip()),
+    )
+    data = stream.serialize(EXPECTED_ORDER)[b"data"]
+    assert orjson.loads(gzip.decompress(data)) == EXPECTED_ORDER.model_dump(mode="json")
+    assert stream.deserialize({b"data": gzip.compress(V01_ORDER)}) == EXPECTED_ORDER
+
+
+def test_v01_context_variables_are_unset_outside_a_worker():
+    from runnel import context
+
+    assert context.worker_id.get() is None
+    assert context.executor_id.get() is None
+    assert context.stream.get() is None
+    assert context.partition_id.get() is None
+
+
+def test_v01_init_logging_configures_runnel_output():
+    import logging
+
+    from runnel.logging import init_logging
+
+    root = logging.getLogger()
+    try:
+        init_logging(level="warning", format="json")
+        assert root.level == logging.WARNING
+        assert [h for h in root.handlers if getattr(h, "_runnel", False)]
+        with pytest.raises(ValueError):
+            init_logging(format="xml")
+    finally:
+        for handler in [h for h in root.handlers if getattr(h, "_runnel", False)]:
+            root.removeHandler(handler)
+        root.setLevel(logging.WARNING)
+
+
+def test_v01_stream_routing_names(app):
+    """0.1: ``partition_key(i)`` is ``__strm:{app}.{stream}.{i}``, ``hash(key)`` is
+    ``hasher(key) % partition_count`` (md5 of the key's repr by default) and ``route(key)``
+    the key of that partition."""
+    from hashlib import md5
+
+    stream = app.stream("orders", record=Order, partition_by="order_id", partition_count=7)
+    assert stream.partition_key(3) == "__strm:u.orders.3"
+    assert stream.all_partition_keys() == [f"__strm:u.orders.{i}" for i in range(7)]
+    for key in (12, "ann", b"x"):
+        expected = int(md5(repr(key).encode("utf-8")).hexdigest(), 16) % 7
+        assert stream.hash(key) == expected
+        assert stream.route(key) == f"__strm:u.orders.{expected}"
+    assert stream.hash(EXPECTED_ORDER.order_id) == stream.partition_number(EXPECTED_ORDER)
+
+
+def test_v01_stream_clone(app):
+    stream = app.stream("orders", record=Order, partition_by="order_id", partition_count=4)
+    other = stream.clone(partition_count=8)
+    assert other is not stream and other.partition_count == 8 and stream.partition_count == 4
+    assert (other.name, other.record, other.app) == ("orders", Order, app)
+    assert other.partition_key(7) == "__strm:u.orders.7"
+    assert app.streams["orders"] is stream  # a clone is not registered
+
+
+def test_v01_event_attributes_default(app):
+    from runnel import Event
+
+    stream = app.stream("orders", record=Order, partition_by="order_id")
+    event = Event(stream.partitions[0], b"1-0", {b"data": V01_ORDER})
+    assert event.recovering is False and event.group == ""
+    assert event.record == EXPECTED_ORDER

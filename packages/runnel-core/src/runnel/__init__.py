@@ -2,22 +2,28 @@
 
 from runnel.app import App
 from runnel.exceptions import Misconfigured, RunnelError
+from runnel.interfaces import Compressor, Middleware, Serializer
 from runnel.processing.events import Events
 from runnel.record import Record
 from runnel.stream import Stream
 from runnel.types import Event, ExceptionPolicy, Partition
+from runnel.worker import Worker
 
 __version__ = "0.2.0.dev0"
 
 __all__ = [
     "App",
+    "Compressor",
     "Event",
     "Events",
     "ExceptionPolicy",
+    "Middleware",
     "Misconfigured",
     "Partition",
     "Record",
     "RunnelError",
+    "Serializer",
     "Stream",
+    "Worker",
     "__version__",
 ]

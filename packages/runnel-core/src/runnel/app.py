@@ -145,6 +145,13 @@ class App:
         return self._here().transport
 
     @property
+    def redis(self) -> Any:
+        """An asyncio Redis client (``redis.asyncio.Redis``) for the app's URL, for the
+        app's own commands, as in runnel 0.1; one per event loop, closed by :meth:`aclose`.
+        Redis stores only: another store raises :class:`Misconfigured`."""
+        return self.transport.client()
+
+    @property
     def job_store(self) -> JobStore:
         """The store of this app's job queue, for this event loop."""
         here = self._here()

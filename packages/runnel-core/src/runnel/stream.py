@@ -52,6 +52,16 @@ class Stream:
             raise Misconfigured(f"stream {name!r}: partition_by must be a field name or a function")
         if partition_count < 1 or partition_size < 1:
             raise Misconfigured(f"stream {name!r}: partition_count and partition_size must be >= 1")
+        self._given: dict[str, Any] = {
+            "app": app,
+            "name": name,
+            "record": record,
+            "partition_by": partition_by,
+            "partition_count": partition_count,
+            "partition_size": partition_size,
+            "serializer": serializer,
+            "hasher": hasher,
+        }
         self.app = app
         self.name = name
         self.record = record
@@ -106,6 +116,37 @@ class Stream:
 
     def partition_for(self, record: Record) -> Partition:
         return self.partitions[self.partition_number(record)]
+
+    # runnel 0.1's names for the above.
+
+    def partition_key(self, i: int) -> str:
+        """The store key of partition ``i`` (0.1's name; new code uses ``partitions[i].key``)."""
+        return self.app.transport.partition_key(self.app.name, self.name, i)
+
+    def all_partition_keys(self) -> list[str]:
+        return [p.key for p in self.partitions]
+
+    def hash(self, key: Any) -> int:
+        """The partition number of partition key ``key`` (not of a record: see
+        :meth:`partition_number`)."""
+        return self.hasher(key) % self.partition_count
+
+    def route(self, key: Any) -> str:
+        """The store key of the partition that partition key ``key`` goes to."""
+        return self.partition_key(self.hash(key))
+
+    def serialize(self, record: Record) -> dict[bytes, Any]:
+        """0.1's name for :meth:`encode`."""
+        return self.encode(record)
+
+    def deserialize(self, fields: Fields) -> Record:
+        """0.1's name for :meth:`decode`."""
+        return self.decode(fields)
+
+    def clone(self, **changes: Any) -> Stream:
+        """A new stream like this one with some constructor arguments changed (0.1's
+        ``dataclasses.replace``); it is not registered with the app."""
+        return Stream(**{**self._given, **changes})
 
     # Encoding.
 

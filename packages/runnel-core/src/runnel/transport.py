@@ -124,6 +124,11 @@ class Transport(abc.ABC):
         that a monitor can tell how many arrived between two looks."""
         raise Misconfigured(f"{type(self).__name__} cannot report stream lengths")
 
+    def client(self) -> Any:
+        """The store's own client library, for an app's own commands (``App.redis``);
+        only stores that have one (Redis) provide it."""
+        raise Misconfigured(f"{type(self).__name__} has no client for an app's own commands")
+
     def coordination(self, app: str, stream: str, processor: str) -> Coordination:
         """The shared state of one processor's executors (membership, locks, ...)."""
         raise Misconfigured(f"{type(self).__name__} does not support several workers")

@@ -50,15 +50,28 @@ class Partition:
 class Event:
     """One entry read from a partition, before it is decoded into a record.
 
-    ``xid`` is the stream entry id, ``data`` the raw field/value pairs as stored.
+    ``xid`` is the stream entry id, ``data`` the raw field/value pairs as stored,
+    ``group`` the consumer group it was read in (the processor's name) and ``recovering``
+    whether it was read before and never acknowledged (a redelivery after a crash or a
+    rebalance), as in runnel 0.1.
     """
 
-    __slots__ = ("_record", "data", "partition", "xid")
+    __slots__ = ("_record", "data", "group", "partition", "recovering", "xid")
 
-    def __init__(self, partition: Partition, xid: bytes, data: Fields) -> None:
+    def __init__(
+        self,
+        partition: Partition,
+        xid: bytes,
+        data: Fields,
+        *,
+        group: str = "",
+        recovering: bool = False,
+    ) -> None:
         self.partition = partition
         self.xid = xid
         self.data = data
+        self.group = group
+        self.recovering = recovering
         self._record: Record | None = None
 
     @property

@@ -40,6 +40,7 @@ class RedisTransport(Transport):
         for name in _RAW_REPLIES:
             self.redis.response_callbacks.pop(name, None)
         self._names: dict[bytes, str] = {}
+        self._client: aioredis.Redis | None = None
         self._ensure_group: resp.Script | None = None
 
     def __repr__(self) -> str:
@@ -181,8 +182,18 @@ class RedisTransport(Transport):
                     break
                 await self.redis.xack(key, group, *[p["message_id"] for p in pending])
 
+    def client(self) -> aioredis.Redis:
+        """A plain redis-py asyncio client for the app's URL (``App.redis``), kept apart
+        from Runnel's own, whose replies are left raw for speed."""
+        if self._client is None:
+            self._client = aioredis.Redis.from_url(self.url)
+        return self._client
+
     async def aclose(self) -> None:
         await self.redis.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     async def backlog(self, keys: Sequence[str], group: str) -> dict[str, tuple[int | None, int]]:
         async with self.redis.pipeline(transaction=False) as pipe:

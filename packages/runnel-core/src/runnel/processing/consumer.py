@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from runnel import context
 from runnel.processing.acks import Acks
 from runnel.processing.events import Events
 from runnel.processing.failures import failure_fields, failure_text, retry_delay
@@ -45,6 +46,9 @@ class Consumer:
         self._woken.set()  # a retry's backoff ends early: its events stay unacknowledged
 
     async def run(self) -> None:
+        context.stream.set(self.partition.stream.name)
+        context.partition_id.set(self.partition.number)
+        context.executor_id.set(self.processor.name)
         try:
             while not self.stopping:
                 await self._run_once()

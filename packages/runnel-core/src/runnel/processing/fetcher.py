@@ -190,7 +190,12 @@ class _Lane:
 
     async def _deliver(self, box: Inbox, entries: list) -> None:
         partition = box.partition
-        events = [Event(partition, xid, fields) for xid, fields in entries if fields is not None]
+        group, recovering = self.executor.group, box.position != NEW
+        events = [
+            Event(partition, xid, fields, group=group, recovering=recovering)
+            for xid, fields in entries
+            if fields is not None
+        ]
         trimmed = (
             [xid for xid, fields in entries if fields is None] if len(events) < len(entries) else []
         )

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from runnel import context
 from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
@@ -97,6 +98,7 @@ class Worker:
             self.job_executor.stop()
 
     async def run(self) -> int:
+        context.worker_id.set(self.id)
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
         installed = []

@@ -1,0 +1,38 @@
+"""runnel 0.1's way of starting a worker from Python: ``Worker(app).start()``.
+
+A thin adapter over :meth:`runnel.App.run_worker`, which new code awaits directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runnel.app import App
+
+
+class Worker:
+    """Runs an app's processors, job queue and background tasks in this process."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def start(self, processors: str | Sequence[str] = "all") -> int:
+        """Run until stopped (SIGINT/SIGTERM or a HALT failure); return the exit code.
+
+        ``processors`` is ``"all"`` or a list of processor names, as in 0.1. Blocks:
+        it runs its own event loop, so call it from synchronous code.
+        """
+        chosen = None if processors == "all" else list(processors)
+        return asyncio.run(self._start(chosen))
+
+    async def _start(self, processors: list[str] | None) -> int:
+        try:
+            return await self.app.run_worker(processors)
+        finally:
+            await self.app.aclose()
+
+
+__all__ = ["Worker"]
