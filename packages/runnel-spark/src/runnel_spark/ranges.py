@@ -123,9 +123,7 @@ def plan(extent: Extent, lo: Id, hi: Id, size: int) -> list[tuple[str, str]]:
 Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
-def read_range(
-    client: redis.Redis, key: str, lo: str, hi: str, count: int
-) -> Iterator[Entries]:
+def read_range(client: redis.Redis, key: str, lo: str, hi: str, count: int) -> Iterator[Entries]:
     """The entries of ``key`` from ``lo`` to ``hi``, ``count`` per round trip."""
     while True:
         # redis-py types replies as bytes | str; a client without decode_responses gives bytes.
