@@ -8,6 +8,7 @@ neither, and then no per-event work is done for them.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import datetime
 import decimal
@@ -194,7 +195,7 @@ class _Builder:
             _by_branch([(b.is_avro, b.decode) for b in ordered]),
         )
 
-    def concrete(self, cls: type, metadata: list[Any], where: str) -> _Plan:
+    def concrete(self, cls: builtins.type, metadata: list[Any], where: str) -> _Plan:
         if issubclass(cls, BaseModel):
             return self.model(cls, where)
         if issubclass(cls, enum.Enum):
@@ -232,7 +233,7 @@ class _Builder:
             return _Plan("long")
         raise Misconfigured(f"{where}: Avro cannot carry {cls.__name__} values")
 
-    def enum(self, cls: type[enum.Enum], where: str) -> _Plan:
+    def enum(self, cls: builtins.type[enum.Enum], where: str) -> _Plan:
         # The values are the symbols when they can be; otherwise the member names are.
         by_value = _symbols_are_values(cls)
         symbols = [str(m.value) if by_value else m.name for m in cls]

@@ -7,7 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -108,7 +108,8 @@ class RedisCoordination(Coordination):
         await self._announce(keys=[self.control_key], args=["", CONTROL_MAXLEN, reason, executor])
 
     async def control_tail(self) -> bytes:
-        last = await self.redis.xrevrange(self.control_key, count=1)
+        # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
+        last = cast(list[tuple[bytes, Any]], await self.redis.xrevrange(self.control_key, count=1))
         return last[0][0] if last else b"0-0"
 
     async def control(self, after: bytes, block_ms: int) -> tuple[bytes, list[dict[str, str]]]:
@@ -154,7 +155,10 @@ class RedisCoordination(Coordination):
         return {e for e, n in zip(executors, found, strict=True) if n}
 
     async def lock_owners(self, count: int) -> dict[int, str | None]:
-        values = await self.redis.mget([self.lock_key(p) for p in range(count)])
+        # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
+        values = cast(
+            list[bytes | None], await self.redis.mget([self.lock_key(p) for p in range(count)])
+        )
         return {p: (v.decode() if v else None) for p, v in enumerate(values)}
 
     # Fenced reading and acknowledging.
@@ -254,7 +258,9 @@ class RedisCoordination(Coordination):
         """Acknowledge on the partitions whose lock we hold (FENCED_ACK_MANY), in one
         command; the partitions we no longer hold."""
         streams = list(ids)
-        given = [xid for xids in ids.values() for xid in (len(xids), *xids)]
+        given: list[resp.Arg] = []
+        for xids in ids.values():
+            given += (len(xids), *xids)
         packed = (
             resp.header(5 + 2 * len(streams) + len(given))
             + _EVAL_FENCED_ACK_MANY
@@ -303,7 +309,7 @@ class RedisLeadership(Leadership):
         await self._release(keys=[self.key], args=[candidate])
 
     async def leader(self) -> str | None:
-        value = await self.redis.get(self.key)
+        value = cast(bytes | None, await self.redis.get(self.key))  # no decode_responses: bytes
         return value.decode() if value else None
 
 

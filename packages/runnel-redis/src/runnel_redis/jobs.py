@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
@@ -270,8 +270,9 @@ class RedisJobStore(JobStore):
         key = keys.job_result(self.app, job_id)
         # Pop and push back onto the same list: a blocking read that leaves the result
         # in place for other waiters.
-        item: bytes | None = await self.redis.blmove(key, key, max(0.001, within), "RIGHT", "RIGHT")
-        return item
+        # redis-py types the timeout as int, but BLMOVE takes fractional seconds.
+        item = await self.redis.blmove(key, key, max(0.001, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
+        return cast(bytes | None, item)  # no decode_responses: bytes
 
     async def counts(self, now: float) -> QueueCounts:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -299,7 +300,11 @@ class RedisJobStore(JobStore):
     # Dead letters.
 
     async def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
-        entries = await self.redis.xrange(self.dead, count=limit)
+        # redis-py types replies as bytes | str (and None); XRANGE answers a list of bytes.
+        entries = cast(
+            list[tuple[bytes, dict[bytes, bytes]]],
+            await self.redis.xrange(self.dead, count=limit),
+        )
         out = []
         for entry, fields in entries:
             f = {_text(k): _text(v) for k, v in fields.items()}

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runnel.plugins import hookimpl
 from runnel_redis.transport import RedisTransport
 
+if TYPE_CHECKING:
+    import click
+
+    from runnel.plugins.hookspecs import RegisterTransport
+    from runnel.settings import Settings
+
 log = logging.getLogger("runnel.redis")
 
 
-def _client(url: str, settings: Any) -> RedisTransport:
+def _client(url: str, settings: Settings) -> RedisTransport:
     return RedisTransport(url)
 
 
-def _embedded(url: str, settings: Any) -> RedisTransport:
+def _embedded(url: str, settings: Settings) -> RedisTransport:
     from runnel_redis import embedded
 
     server = embedded.ensure(url)
@@ -26,14 +32,14 @@ def _embedded(url: str, settings: Any) -> RedisTransport:
 
 
 @hookimpl
-def runnel_transports(register):
+def runnel_transports(register: RegisterTransport) -> None:
     for scheme in ("redis", "rediss", "unix"):
         register(scheme, _client)
     register("redis+embedded", _embedded)
 
 
 @hookimpl
-def runnel_commands(cli):
+def runnel_commands(cli: click.Group) -> None:
     from runnel_redis.cli import embedded
 
     cli.add_command(embedded)

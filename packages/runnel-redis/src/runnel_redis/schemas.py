@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
@@ -15,7 +17,8 @@ class RedisSchemaStore(SchemaStore):
         self.key = keys.schemas(app, stream)
 
     async def all(self) -> dict[str, str]:
-        stored = await self.redis.hgetall(self.key)
+        # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
+        stored = cast(dict[bytes, bytes], await self.redis.hgetall(self.key))
         return {k.decode(): v.decode() for k, v in stored.items()}
 
     async def add(self, fingerprint: str, schema: str, check: Check) -> dict[str, str]:
@@ -25,7 +28,7 @@ class RedisSchemaStore(SchemaStore):
             async with self.redis.pipeline(transaction=True) as pipe:
                 try:
                     await pipe.watch(self.key)
-                    raw = await pipe.hgetall(self.key)
+                    raw = cast(dict[bytes, bytes], await pipe.hgetall(self.key))
                     stored = {k.decode(): v.decode() for k, v in raw.items()}
                     if fingerprint in stored:
                         return stored

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -54,7 +54,9 @@ class RedisTransport(Transport):
     ) -> list[bytes]:
         if len(entries) == 1:
             key, fields = entries[0]
-            return [await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)]  # type: ignore[arg-type]
+            # redis-py wants a dict of its own (invariant) key types, and types the id bytes | str.
+            entry = await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
+            return [cast(bytes, entry)]
         # One script: a batch is appended whole or not at all, in one command and one
         # reply (MULTI/EXEC answers every XADD twice, and reading those replies one by
         # one was most of the time a send took).
@@ -215,7 +217,9 @@ class RedisTransport(Transport):
             if lag is None:
                 # Redis 6.2: count what lies after the last delivered id, up to a limit.
                 after = b"(" + info["last-delivered-id"]
-                lag = len(await self.redis.xrange(key, min=after, max="+", count=10_001))
+                lag = len(
+                    cast(list[Any], await self.redis.xrange(key, min=after, max="+", count=10_001))
+                )
             out[key] = (int(lag), int(info["pending"]))
         return out
 
@@ -226,13 +230,15 @@ class RedisTransport(Transport):
             if "NOGROUP" in str(exc):
                 return None
             raise
-        return rows[0]["message_id"] if rows else None
+        return cast(bytes, rows[0]["message_id"]) if rows else None  # replies are bytes
 
     async def scan(
         self, key: str, after: bytes, count: int
     ) -> list[tuple[bytes, dict[bytes, bytes]]]:
         start = b"-" if after == b"0-0" else b"(" + after
-        return list(await self.redis.xrange(key, min=start, max="+", count=count))
+        # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
+        entries = await self.redis.xrange(key, min=start, max="+", count=count)
+        return list(cast(list[tuple[bytes, dict[bytes, bytes]]], entries))
 
     async def remove(self, key: str, ids: Sequence[bytes]) -> int:
         return int(await self.redis.xdel(key, *ids)) if ids else 0

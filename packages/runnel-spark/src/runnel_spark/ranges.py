@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import math
 from collections.abc import Iterator, Sequence
+from typing import cast
 
 import redis
 
@@ -39,8 +40,8 @@ def parse_id(text: str, *, end: bool, option: str = "id") -> Id:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
-    ms = int(moment.timestamp() * 1000)
-    return ms, MAX_SEQ if end else 0
+    millis = int(moment.timestamp() * 1000)
+    return millis, MAX_SEQ if end else 0
 
 
 def show(xid: Id) -> str:
@@ -119,12 +120,14 @@ def plan(extent: Extent, lo: Id, hi: Id, size: int) -> list[tuple[str, str]]:
     return out
 
 
-def read_range(
-    client: redis.Redis, key: str, lo: str, hi: str, count: int
-) -> Iterator[list[tuple[bytes, dict[bytes, bytes]]]]:
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
+
+
+def read_range(client: redis.Redis, key: str, lo: str, hi: str, count: int) -> Iterator[Entries]:
     """The entries of ``key`` from ``lo`` to ``hi``, ``count`` per round trip."""
     while True:
-        entries = client.xrange(key, min=lo, max=hi, count=count)
+        # redis-py types replies as bytes | str; a client without decode_responses gives bytes.
+        entries = cast(Entries | None, client.xrange(key, min=lo, max=hi, count=count))
         if not entries:
             return
         yield entries

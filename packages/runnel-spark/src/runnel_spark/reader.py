@@ -103,7 +103,8 @@ class RunnelStreamReader(DataSourceStreamReader):
                 f'{{"PARTITION": "LAST-ID-READ", ...}} ({exc})'
             ) from None
 
-    def latestOffset(self) -> dict[str, str]:
+    # The pre-4.2 signature, which Spark still calls (pyspark>=4.0 is supported).
+    def latestOffset(self) -> dict[str, str]:  # type: ignore[override]
         _, keys = self._keys()
         found = ranges.last_ids(self.target.client(), keys)
         return {str(n): xid or ranges.show(ranges.FIRST) for n, xid in enumerate(found)}
@@ -165,10 +166,12 @@ def _batch_builder(record: type[Record], schema: StructType) -> Builder:
 
 def _arrow_schema(schema: StructType) -> Any:
     """The Arrow schema of ``schema``, timestamps in UTC (PySpark 4.1 made the zone explicit)."""
+    # Untyped on purpose: PySpark 4.0's signature lacks ``timezone``.
+    convert: Callable[..., Any] = to_arrow_schema
     try:
-        return to_arrow_schema(schema, timezone="UTC")  # type: ignore[call-arg]
+        return convert(schema, timezone="UTC")
     except TypeError:  # PySpark 4.0
-        return to_arrow_schema(schema)
+        return convert(schema)
 
 
 def _new_builder(record: type[Record], schema: StructType) -> Builder:

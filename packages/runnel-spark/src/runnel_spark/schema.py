@@ -12,6 +12,7 @@ which is parsed back when written.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import datetime
 import decimal
@@ -165,7 +166,7 @@ class _Builder:
             return self.concrete(annotation, metadata, where)
         return _json()
 
-    def concrete(self, cls: type, metadata: list[Any], where: str) -> Column:
+    def concrete(self, cls: builtins.type, metadata: list[Any], where: str) -> Column:
         if issubclass(cls, BaseModel):
             if cls in self.open:
                 return _json()

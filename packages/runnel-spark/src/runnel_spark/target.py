@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import redis
@@ -159,7 +159,10 @@ class Target:
         load = getattr(stream.serializer, "load_schemas", None)
         if load is None:
             return False
-        raw = self.client().hgetall(keys.schemas(stream.app.name, stream.name))
+        # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
+        raw = cast(
+            dict[bytes, bytes], self.client().hgetall(keys.schemas(stream.app.name, stream.name))
+        )
         stored = {k.decode(): v.decode() for k, v in raw.items()}
         before = dict(getattr(stream.serializer, "stored", {}))
         load(stored)

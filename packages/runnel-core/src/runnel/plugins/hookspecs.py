@@ -7,20 +7,41 @@ values, so one plugin can contribute several and the registry knows who provided
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
     import click
 
+    from runnel.interfaces import Compressor, Serializer
+    from runnel.settings import Settings
+    from runnel.transport import Transport
+
 hookspec = pluggy.HookspecMarker("runnel")
 
+#: ``factory(url, settings)``: the transport for one URL.
+TransportFactory = Callable[[str, "Settings"], "Transport"]
+#: ``factory()``: a compressor with its default settings.
+CompressorFactory = Callable[[], "Compressor"]
+
+
+class SerializerFactory(Protocol):
+    """``factory(compressor=None)``: a serializer, compressing with ``compressor`` if given."""
+
+    def __call__(self, compressor: Compressor | None = None) -> Serializer: ...
+
+
+#: The ``register`` callback each registering hook receives.
+RegisterTransport = Callable[[str, TransportFactory], None]
+RegisterSerializer = Callable[[str, SerializerFactory], None]
+RegisterCompressor = Callable[[str, CompressorFactory], None]
+#: Any of the above (what the registry actually passes accepts every factory).
 Register = Callable[[str, Callable[..., Any]], None]
 
 
 @hookspec
-def runnel_transports(register: Register) -> None:
+def runnel_transports(register: RegisterTransport) -> None:
     """Register transports: ``register(scheme, factory)``.
 
     ``factory(url, settings)`` returns a :class:`runnel.transport.Transport` for URLs whose
@@ -29,12 +50,12 @@ def runnel_transports(register: Register) -> None:
 
 
 @hookspec
-def runnel_serializers(register: Register) -> None:
+def runnel_serializers(register: RegisterSerializer) -> None:
     """Register serializers: ``register(name, factory)``; ``factory(compressor=None)``."""
 
 
 @hookspec
-def runnel_compressors(register: Register) -> None:
+def runnel_compressors(register: RegisterCompressor) -> None:
     """Register compressors: ``register(name, factory)``; ``factory()``."""
 
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 import click
 
 from runnel.plugins import hookimpl
-from runnel.plugins.hookspecs import Register
+from runnel.plugins.hookspecs import RegisterCompressor, RegisterSerializer
 from runnel_example_plugin import __version__
 from runnel_example_plugin.codecs import TaggedJSONSerializer, ZlibCompressor
 
 
 @hookimpl
-def runnel_serializers(register: Register) -> None:
+def runnel_serializers(register: RegisterSerializer) -> None:
     register("tagged-json", TaggedJSONSerializer)
 
 
 @hookimpl
-def runnel_compressors(register: Register) -> None:
+def runnel_compressors(register: RegisterCompressor) -> None:
     register("example-zlib", ZlibCompressor)
 
 
