@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -452,6 +453,32 @@ async def test_two_workers_split_the_partitions_and_one_takes_over_when_the_othe
         assert {p for _, p, *_ in after} == set(range(COUNT))
         assert await a.stop() == 0
     assert lock_owners(redis_client, app_name) == dict.fromkeys(range(COUNT))
+
+
+async def test_two_workers_of_one_app_in_one_loop(
+    redis_url: str, app_name: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Workers of the same App object share its connections in a loop: the first to stop
+    leaves cleanly without closing them under the other, which takes its partitions over
+    and goes on processing."""
+    seen: Seen = []
+    app, pings = declare(app_name, redis_url, "one app", seen)
+    routing = keys_by_partition(pings, lambda k: Ping(key=k, n=0), COUNT)
+
+    async with Running(app) as a, Running(app) as b:
+        ea, eb = executor(a), executor(b)
+        await settled(redis_client, app_name, a, b)
+        assert await b.stop() == 0
+        assert membership(redis_client, app_name).keys() == {ea.id}, "b announced leaving"
+        assert eb.id not in lock_owners(redis_client, app_name).values()
+        assert await settled(redis_client, app_name, a) == {ea.id: set(range(COUNT))}
+
+        await pings.send(*[Ping(key=k, n=n) for n, k in enumerate(routing)])
+        await eventually(lambda: len(seen) >= COUNT, "a processed events sent after b left")
+        assert await a.stop() == 0
+    assert membership(redis_client, app_name) == {}
+    assert lock_owners(redis_client, app_name) == dict.fromkeys(range(COUNT))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
 @pytest.mark.parametrize("cut_off", [("beat",), ("beat", "members", "control")])

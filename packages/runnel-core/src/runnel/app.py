@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -57,6 +58,7 @@ class _Connections:
 
     transport: Transport
     job_store: JobStore | None = None
+    holders: int = 0  # workers running on these connections (see App.connected)
 
 
 _PROCESSOR_SETTINGS = (
@@ -158,6 +160,21 @@ class App:
         if here.job_store is None:
             here.job_store = here.transport.job_store(self.name)
         return here.job_store
+
+    @contextlib.asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        """Hold this event loop's connections open while the block runs; they are closed
+        when the last holder leaves. Several workers of one app can so run in one loop
+        (in a test, say) without the first to stop closing them under the others."""
+        loop = asyncio.get_running_loop()
+        here = self._here()
+        here.holders += 1
+        try:
+            yield
+        finally:
+            here.holders -= 1
+            if here.holders == 0 and self._connections.get(loop) is here:
+                await self.aclose()
 
     async def aclose(self) -> None:
         """Close this event loop's connections."""

@@ -110,10 +110,11 @@ class Worker:
                 pass
         outage.where = redact(self.app.settings.redis_url)
         try:
-            if self.metrics is not None:
-                self.metrics.start()
-            with frozen_heap(self.app.settings.gc_freeze):
-                await self._run()
+            async with self.app.connected():
+                if self.metrics is not None:
+                    self.metrics.start()
+                with frozen_heap(self.app.settings.gc_freeze):
+                    await self._run()
         except BaseExceptionGroup as group:
             # A refusal no retry can fix (wrong credentials) ended a loop: say that, plainly.
             fatal = _first_fatal(group)
@@ -125,7 +126,6 @@ class Worker:
                 self.metrics.close()  # a last flush: everything counted is exported
             for sig in installed:
                 loop.remove_signal_handler(sig)
-            await self.app.aclose()
         return self.exit_code
 
     async def _run(self) -> None:
