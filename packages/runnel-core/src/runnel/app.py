@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -22,7 +22,7 @@ from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
 from runnel.jobs.portal import Portal
 from runnel.jobs.result import JobResult
 from runnel.plugins.manager import load_plugin
-from runnel.processor import Processor
+from runnel.processor import Processor, Processors, option_settings
 from runnel.record import Record
 from runnel.settings import Settings
 from runnel.stream import Stream
@@ -31,6 +31,7 @@ from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
     from runnel.jobs.store import JobStore
+    from runnel.processing.events import Events
 
 log = logging.getLogger("runnel.app")
 
@@ -61,33 +62,15 @@ class _Connections:
     holders: int = 0  # workers running on these connections (see App.connected)
 
 
-_PROCESSOR_SETTINGS = (
-    "lock_expiry",
-    "read_timeout",
-    "prefetch_count",
-    "assignment_attempts",
-    "assignment_sleep",
-    "grace_period",
-    "pool_size",
-    "join_delay",
-)
-
-_RETRY_OPTIONS = {
-    "retries": "event_retries",
-    "retry_backoff": "retry_backoff",
-    "retry_backoff_cap": "retry_backoff_cap",
-    "retry_jitter": "retry_jitter",
-    "fallback": "retry_fallback",
-}
-"""ExceptionPolicy.RETRY's processor options and the settings they override (``retries``
-is not ``default_retries``: that one is the job queue's)."""
-
-
 def _one_line(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(x) for x in e['loc']).removeprefix('default_')}: {e['msg']}"
-        for e in exc.errors()
-    )
+    return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+
+
+def _check_name(what: str, name: Any) -> None:
+    """Names are any non-empty text, as in runnel 0.1 (``myproj.orders`` included): they
+    only ever go into keys, which are never parsed back into names."""
+    if not isinstance(name, str) or not name:
+        raise Misconfigured(f"{what} name must be a non-empty string, not {name!r}")
 
 
 class App:
@@ -99,16 +82,14 @@ class App:
     """
 
     def __init__(self, name: str, *, plugins: Iterable[Any] = (), **settings: Any) -> None:
-        if not name or any(c in name for c in " .:{}"):
-            raise Misconfigured(
-                f"app name {name!r} must be non-empty without spaces, '.', ':' or braces"
-            )
+        _check_name("app", name)
         self.name = name
         for plugin in plugins:
             load_plugin(plugin, source="App(plugins=...)")
         self.settings = Settings(**settings)
         self.streams: dict[str, Stream] = {}
-        self.processors: dict[str, Processor] = {}
+        self.processors = Processors()
+        """By id (``{app}.{stream}.{name}``); a processor's name is a key too if unique."""
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         """The job queue's functions (``@app.job``), by name."""
         self.background: list[BackgroundTask] = []
@@ -202,10 +183,7 @@ class App:
         hasher: Callable[[Any], int] | None = None,
     ) -> Stream:
         """Declare a stream of ``record`` events, partitioned by ``partition_by``."""
-        if not name or any(c in name for c in " :{}"):
-            raise Misconfigured(
-                f"stream name {name!r} must be non-empty without spaces, ':' or braces"
-            )
+        _check_name("stream", name)
         s = self.settings
         if not (isinstance(record, type) and issubclass(record, Record)):
             raise Misconfigured(
@@ -236,54 +214,57 @@ class App:
         stream: Stream,
         *,
         exception_policy: ExceptionPolicy | str | None = None,
-        middleware: Sequence[Middleware] = (),
+        middleware: Sequence[Middleware] | None = (),
         name: str | None = None,
         **options: Any,
-    ) -> Callable[[F], F]:
-        """Declare ``async def f(events)`` as a processor of ``stream``'s events."""
-        unknown = set(options) - set(_PROCESSOR_SETTINGS) - set(_RETRY_OPTIONS)
+    ) -> Callable[[Callable[[Events], Awaitable[Any]]], Processor]:
+        """Declare ``async def f(events)`` as a processor of ``stream``'s events.
+
+        Returns the :class:`Processor`, which calls ``f`` when called. Options (see
+        :class:`ProcessorOptions`) override the app's ``default_*`` settings; a name is
+        unique per stream (``name`` defaults to the function's).
+        """
+        known = option_settings()
+        unknown = set(options) - set(known)
         if unknown:
             raise Misconfigured(f"unknown processor options: {', '.join(sorted(unknown))}")
         if not isinstance(stream, Stream):
             raise Misconfigured(f"@app.processor needs a Stream, not {stream!r}")
+        if exception_policy is not None:
+            options["exception_policy"] = exception_policy
 
-        def decorate(func: F) -> F:
+        def decorate(func: Callable[[Events], Awaitable[Any]]) -> Processor:
             if not asyncio.iscoroutinefunction(func):
-                raise Misconfigured(f"processor {func.__qualname__} must be an async function")
-            proc_name = name or func.__name__
-            if any(c in proc_name for c in " .:{}"):
                 raise Misconfigured(
-                    f"processor name {proc_name!r} must not contain spaces, '.', ':' or braces"
+                    f"processor {getattr(func, '__qualname__', func)!r} must be an async function"
                 )
-            if proc_name in self.processors:
-                raise Misconfigured(f"a processor named {proc_name!r} is already declared")
-            # Processor arguments are checked exactly like the default_* settings they override.
-            overrides = {f"default_{_RETRY_OPTIONS.get(k, k)}": v for k, v in options.items()}
-            if exception_policy is not None:
-                overrides["default_exception_policy"] = exception_policy
+            proc_name = name if name is not None else func.__name__
+            _check_name("processor", proc_name)
+            proc_id = f"{stream.id}.{proc_name}"
+            if self.processors.by_id(proc_id) is not None:
+                raise Misconfigured(
+                    f"a processor named {proc_name!r} is already declared on stream "
+                    f"{stream.name!r} (names are unique per stream; pass name=...)"
+                )
             try:
-                checked = Settings.model_validate({**self.settings.model_dump(), **overrides})
+                checked = self.settings.processor_options(**options)
             except ValidationError as exc:
                 raise Misconfigured(f"processor {proc_name!r}: {_one_line(exc)}") from None
-            policy = checked.default_exception_policy
-            values = {key: getattr(checked, f"default_{key}") for key in _PROCESSOR_SETTINGS}
-            values |= {k: getattr(checked, f"default_{s}") for k, s in _RETRY_OPTIONS.items()}
             proc = Processor(
                 app=self,
                 stream=stream,
                 func=func,
                 name=proc_name,
-                exception_policy=policy,
-                middleware=list(middleware),
-                **values,
+                middleware=list(middleware or ()),
+                **vars(checked),
             )
             for m in proc.middleware:
                 check = getattr(m, "check_processor", None)
                 if check is not None:
                     check(proc)
-            self.processors[proc_name] = proc
+            self.processors.add(proc)
             func.__runnel_processor__ = proc  # type: ignore[attr-defined]
-            return func
+            return proc
 
         return decorate
 
@@ -431,9 +412,11 @@ class App:
         if processors is not None:
             missing = [p for p in processors if p not in self.processors]
             if missing:
+                names = ", ".join(dict.fromkeys(p.name for p in self.processors.values()))
                 raise Misconfigured(
                     f"unknown processor(s): {', '.join(missing)} "
-                    f"(app {self.name} has: {', '.join(self.processors) or 'none'})"
+                    f"(app {self.name} has: {names or 'none'})"
                 )
-            chosen = [self.processors[p] for p in processors]
+            # A name picks every processor so named (one per stream), as in 0.1.
+            chosen = list({id(p): p for n in processors for p in self.processors.named(n)}.values())
         return await Worker(self, chosen, jobs=jobs, concurrency=concurrency).run()
