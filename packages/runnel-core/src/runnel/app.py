@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from runnel.background import BackgroundTask, validate_crontab
 from runnel.codecs.resolve import resolve_serializer
 from runnel.exceptions import Misconfigured
+from runnel.hashing import resolve_hasher
 from runnel.interfaces import Middleware, Serializer
 from runnel.jobs.clock import Clock, SystemClock
 from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
@@ -180,7 +181,7 @@ class App:
         partition_count: int | None = None,
         partition_size: int | None = None,
         serializer: Serializer | str | None = None,
-        hasher: Callable[[Any], int] | None = None,
+        hasher: Callable[[Any], int] | str | None = None,
     ) -> Stream:
         """Declare a stream of ``record`` events, partitioned by ``partition_by``."""
         _check_name("stream", name)
@@ -201,7 +202,7 @@ class App:
             serializer=None
             if record.is_primitive()
             else resolve_serializer(serializer if serializer is not None else s.default_serializer),
-            hasher=hasher or s.default_hasher,
+            hasher=s.default_hasher if hasher is None else resolve_hasher(hasher),
         )
         existing = self.streams.get(name)
         if existing is not None and existing.partition_count != stream.partition_count:

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, create_model, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runnel.hashing import default_hasher
+from runnel.hashing import default_hasher, named_hasher
 from runnel.imports import import_object
 from runnel.processor import (
     ProcessorOptions,
@@ -99,11 +99,13 @@ class Settings(_ProcessorDefaults):
     def _hasher(cls, value: Any) -> Callable[[Any], int]:
         if isinstance(value, str):
             try:
-                value = import_object(value)
+                # A hasher's name ("md5", "xxhash"), else MODULE:NAME.
+                found = named_hasher(value) if ":" not in value else None
+                value = found if found is not None else import_object(value)
             except Exception as exc:  # pydantic reports only ValueErrors as validation errors
                 raise ValueError(str(exc)) from None
         if not callable(value):
-            raise ValueError("must be a callable or a MODULE:NAME naming one")
+            raise ValueError("must be a callable, a hasher's name (md5, xxhash) or MODULE:NAME")
         return value
 
     if TYPE_CHECKING:  # the processor defaults, made from ProcessorOptions
