@@ -145,13 +145,33 @@ def test_our_json_datetimes_keep_their_offset(app):
         assert plain["created_at"] == _v01_plain(order)["created_at"]
 
 
-def test_our_primitive_entry_is_what_v01_reads(app):
-    """0.1 parsed primitive fields from stored bytes with pydantic v1: b"1"/b"0" are bools."""
+def test_our_primitive_entry_is_what_v01_wrote(app):
+    """0.1's Redis client wrote every primitive value with ``str()`` (``repr`` for floats):
+    a bool is stored as ``True``/``False``; what we hand the transport encodes the same."""
     stream = app.stream("clicks", record=Click, partition_by="user")
     fields = stream.encode(Click(user="ann", n=42, ratio=0.25, ok=True, raw=b"\x00"))
     assert set(fields) == {b"user", b"n", b"ratio", b"ok", b"raw"}
-    assert fields[b"ok"] == b"1"
+    assert fields[b"ok"] == b"True"
+    assert stream.encode(Click(user="ann", n=0, ratio=0, ok=False, raw=b""))[b"ok"] == b"False"
     assert fields[b"n"] == 42 and fields[b"ratio"] == 0.25 and fields[b"user"] == "ann"
+
+
+def test_primitive_bools_read_in_both_forms(app):
+    """``True``/``False`` (0.1, and now) and ``1``/``0`` (what runnel 0.2 previews wrote)."""
+    stream = app.stream("clicks", record=Click, partition_by="user")
+    base = {b"user": b"a", b"n": b"1", b"ratio": b"1.0", b"raw": b""}
+    for stored, expected in ((b"True", True), (b"False", False), (b"1", True), (b"0", False)):
+        assert stream.decode({**base, b"ok": stored}).ok is expected
+
+
+def test_primitive_stream_with_a_serializer_is_refused_as_in_v01(app):
+    """0.1: a primitive stream given a serializer is misconfigured ("Cannot serialize
+    primitive records")."""
+    from runnel import Misconfigured
+    from runnel.serialization import JSONSerializer
+
+    with pytest.raises(Misconfigured, match="primitive"):
+        app.stream("clicks", record=Click, partition_by="user", serializer=JSONSerializer())
 
 
 # runnel 0.1's public names. Expectations are from 0.1's API reference and guide.

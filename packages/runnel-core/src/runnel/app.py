@@ -67,6 +67,14 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
 
 
+def _stream_serializer(record: type[Record], given: Any, default: Any) -> Serializer | None:
+    """None for a primitive record (the stream refuses one given, as runnel 0.1 did), else
+    the serializer given or the default."""
+    if record.is_primitive() and given is None:
+        return None
+    return resolve_serializer(given if given is not None else default)
+
+
 def _check_name(what: str, name: Any) -> None:
     """Names are any non-empty text, as in runnel 0.1 (``myproj.orders`` included): they
     only ever go into keys, which are never parsed back into names."""
@@ -199,9 +207,7 @@ class App:
             if partition_count is None
             else partition_count,
             partition_size=s.default_partition_size if partition_size is None else partition_size,
-            serializer=None
-            if record.is_primitive()
-            else resolve_serializer(serializer if serializer is not None else s.default_serializer),
+            serializer=_stream_serializer(record, serializer, s.default_serializer),
             hasher=s.default_hasher if hasher is None else resolve_hasher(hasher),
         )
         existing = self.streams.get(name)

@@ -52,6 +52,11 @@ class Stream:
             raise Misconfigured(f"stream {name!r}: partition_by must be a field name or a function")
         if partition_count < 1 or partition_size < 1:
             raise Misconfigured(f"stream {name!r}: partition_count and partition_size must be >= 1")
+        if record.is_primitive() and serializer is not None:
+            raise Misconfigured(
+                f"stream {name!r}: {record.__name__} is a primitive record, stored as native "
+                "field/value pairs: it cannot have a serializer"
+            )
         self._given: dict[str, Any] = {
             "app": app,
             "name": name,
@@ -292,8 +297,11 @@ class Stream:
 
 
 def _primitive_value(value: Any) -> bytes | str | int | float:
+    """A primitive field as runnel 0.1's Redis client wrote it: ``str(value)`` for bools
+    (``True``/``False``); numbers, text and bytes go to the transport as they are. Reading
+    takes these and ``1``/``0`` (what earlier versions of this one wrote) alike."""
     if value is True:
-        return b"1"
+        return b"True"
     if value is False:
-        return b"0"
+        return b"False"
     return value
