@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import redis
 
 from runnel import ExceptionPolicy, Record, context
+from runnel.exceptions import EntryIdError
 from runnel.worker import Worker
 
 from .conftest import make_app
@@ -75,3 +77,54 @@ def test_worker_start_runs_processors_and_marks_redeliveries(
     ]
     # The failed event is still pending in the group, as HALT leaves it.
     assert redis_client.xpending(pings.partition_key(0), "proc")["pending"] == 1
+
+
+async def test_send_with_stream_ids(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    """0.1: ``send(*records, stream_ids=[...])``: one XADD id per record, ``"*"`` letting
+    Redis pick; ids must rise above the partition's last id, else nothing is sent."""
+    app = make_app(app_name, redis_url)
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=1)
+    key = pings.partition_key(0)
+    try:
+        ids = await pings.send(
+            Ping(key="a", n=1), Ping(key="b", n=2), Ping(key="c", n=3), stream_ids=["5-1", "7", "*"]
+        )
+        assert ids[:2] == [b"5-1", b"7-0"]
+        assert [e[0] for e in redis_client.xrange(key)] == ids
+        assert redis_client.xrange(key)[0][1] == pings.encode(Ping(key="a", n=1))
+        top = ids[2]
+
+        def entries() -> list:
+            return redis_client.xrange(key)
+
+        before = entries()
+        # Not above the partition's last id: refused by the store, nothing of the batch sent.
+        with pytest.raises(EntryIdError, match="not above.*nothing was sent"):
+            await pings.send(
+                Ping(key="d", n=4), Ping(key="e", n=5), stream_ids=["99999999999999-0", "6-0"]
+            )
+        with pytest.raises(EntryIdError, match="not above"):
+            await pings.send(Ping(key="d", n=4), stream_ids=[top.decode()])
+        # Refused before sending: malformed, 0-0, too few, falling within the batch, or an
+        # explicit id after a "*" of the same partition.
+        for bad in (["x-1"], ["0-0"], ["1-2-3"], ["2**64"], ["18446744073709551616-0"]):
+            with pytest.raises(EntryIdError, match="nothing was sent"):
+                await pings.send(Ping(key="d", n=4), stream_ids=bad)
+        with pytest.raises(EntryIdError, match="one per record"):
+            await pings.send(Ping(key="d", n=4), Ping(key="e", n=5), stream_ids=["*"])
+        with pytest.raises(EntryIdError, match="sent before it"):
+            await pings.send(Ping(key="d", n=4), Ping(key="e", n=5), stream_ids=["99-5", "99-5"])
+        with pytest.raises(EntryIdError, match="follows a '\\*'"):
+            await pings.send(
+                Ping(key="d", n=4), Ping(key="e", n=5), stream_ids=["*", "99999999999999-0"]
+            )
+        assert entries() == before
+        # A missing partition takes any id above 0-0; bytes ids work too.
+        others = app.stream("others", record=Ping, partition_by="key", partition_count=1)
+        assert await others.send(Ping(key="a", n=1), stream_ids=[b"1-0"]) == [b"1-0"]
+        # Empty or None: Redis picks every id, as without stream_ids.
+        assert len(await pings.send(Ping(key="f", n=6), stream_ids=[])) == 1
+    finally:
+        await app.aclose()

@@ -10,6 +10,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
+from runnel.exceptions import EntryIdError
 from runnel.transport import Entry, Fields, Transport
 from runnel.urls import redact
 from runnel_redis import errors, keys, resp, scripts
@@ -42,6 +43,7 @@ class RedisTransport(Transport):
         self._names: dict[bytes, str] = {}
         self._client: aioredis.Redis | None = None
         self._ensure_group: resp.Script | None = None
+        self._append_at_script: resp.Script | None = None
 
     def __repr__(self) -> str:
         return f"<RedisTransport {redact(self.url)}>"
@@ -50,8 +52,13 @@ class RedisTransport(Transport):
         return keys.partition(app, stream, number)
 
     async def append(
-        self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None
+        self,
+        entries: Sequence[tuple[str, Fields]],
+        maxlen: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[bytes]:
+        if ids is not None:
+            return await self._append_at(entries, maxlen, ids)
         if len(entries) == 1:
             key, fields = entries[0]
             # redis-py wants a dict of its own (invariant) key types, and types the id bytes | str.
@@ -79,6 +86,33 @@ class RedisTransport(Transport):
         if isinstance(ids, Exception):
             raise ids
         return ids
+
+    async def _append_at(
+        self, entries: Sequence[tuple[str, Fields]], maxlen: int | None, ids: Sequence[str]
+    ) -> list[bytes]:
+        """Append with explicit ids, all or none (see scripts.APPEND_AT)."""
+        streams: dict[str, int] = {}
+        firsts: list[str] = []
+        body: list[Any] = []
+        for (key, fields), entry_id in zip(entries, ids, strict=True):
+            index = streams.get(key)
+            if index is None:
+                index = streams[key] = len(streams) + 1
+                firsts.append("")
+            if entry_id != "*" and not firsts[index - 1]:
+                firsts[index - 1] = entry_id
+            body += (index, entry_id, len(fields))
+            for item in fields.items():
+                body += item
+        if self._append_at_script is None:
+            self._append_at_script = resp.Script(self.redis, scripts.APPEND_AT)
+        args = [maxlen if maxlen is not None else b"", *firsts, *body]
+        try:
+            return cast(list[bytes], await self._append_at_script(keys=list(streams), args=args))
+        except ResponseError as exc:
+            if str(exc).startswith("IDORDER"):
+                raise EntryIdError(str(exc).removeprefix("IDORDER ")) from None
+            raise
 
     async def ensure_group(self, keys: Sequence[str], group: str) -> None:
         # A script: XGROUP CREATE is refused on a full Redis even when the group exists.
