@@ -44,7 +44,8 @@ async def test_app_redis_is_a_plain_asyncio_client(redis_url: str, app_name: str
 def test_worker_start_runs_processors_and_marks_redeliveries(
     redis_url: str, app_name: str, redis_client: redis.Redis
 ) -> None:
-    """Two 0.1-style starts: each HALTs on the one event, so the second sees it again."""
+    """Two 0.1-style starts: each HALTs on the one event (raising it), so the second sees
+    it again."""
     app = make_app(app_name, redis_url)
     pings = app.stream("pings", record=Ping, partition_by="key", partition_count=1)
     seen: list[tuple] = []
@@ -68,13 +69,26 @@ def test_worker_start_runs_processors_and_marks_redeliveries(
             await app.aclose()
 
     asyncio.run(send())
-    assert Worker(app).start() == 1
-    assert Worker(app).start(["proc"]) == 1
+    # 0.1's guide: HALT lets the processor's exception propagate out of the worker.
+    with pytest.raises(Boom):
+        Worker(app).start()
+    with pytest.raises(Boom):
+        Worker(app).start(["proc"])
     where = (True, "pings", 0, "proc")
     assert seen == [
         (Ping(key="a", n=1), "proc", False, where),
         (Ping(key="a", n=1), "proc", True, where),
     ]
+
+    async def run_worker() -> int:
+        try:
+            return await app.run_worker()
+        finally:
+            await app.aclose()
+
+    # The new API (and the CLI) reports a HALT as exit code 1 instead.
+    assert asyncio.run(run_worker()) == 1
+    assert len(seen) == 3
     # The failed event is still pending in the group, as HALT leaves it.
     assert redis_client.xpending(pings.partition_key(0), "proc")["pending"] == 1
 

@@ -406,11 +406,15 @@ class App:
         *,
         jobs: bool = True,
         concurrency: int | None = None,
+        halt_raises: bool = False,
     ) -> int:
         """Run a worker in this process until stopped; return its exit code.
 
-        ``processors`` picks some processors (default: all; ``[]``: none); ``jobs=False``
-        leaves the job queue to other workers; ``concurrency`` overrides ``job_concurrency``.
+        ``processors`` picks some processors (by name or id; default: all; ``[]``: none);
+        ``jobs=False`` leaves the job queue to other workers; ``concurrency`` overrides
+        ``job_concurrency``. With ``halt_raises``, a processor's exception that halted the
+        worker (``ExceptionPolicy.HALT``) is raised once the worker has stopped, as runnel
+        0.1's ``Worker(app).start()`` let it propagate; otherwise the exit code is 1.
         """
         from runnel.processing.worker import Worker
 
@@ -426,4 +430,8 @@ class App:
                 )
             # A name picks every processor so named (one per stream), as in 0.1.
             chosen = list({id(p): p for n in processors for p in self.processors.named(n)}.values())
-        return await Worker(self, chosen, jobs=jobs, concurrency=concurrency).run()
+        worker = Worker(self, chosen, jobs=jobs, concurrency=concurrency)
+        code = await worker.run()
+        if halt_raises and worker.failure is not None:
+            raise worker.failure
+        return code
