@@ -278,3 +278,75 @@ def test_v01_event_attributes_default(app):
     event = Event(stream.partitions[0], b"1-0", {b"data": V01_ORDER})
     assert event.recovering is False and event.group == ""
     assert event.record == EXPECTED_ORDER
+
+
+# pytz time zones, which 0.1 took wherever it took a time zone: the ``timezone`` setting
+# (a tzinfo there, ``pytz.UTC`` by default) and ``app.crontab(timezone=...)``, e.g.
+# ``timezone=pytz.timezone("GMT")`` in 0.1's reference; and datetimes in records.
+
+
+def test_v01_pytz_timezone_setting():
+    import pytz
+
+    from runnel import App
+
+    app = App(name="u", redis_url="redis://127.0.0.1:1", timezone=pytz.timezone("Europe/London"))
+    assert app.settings.timezone == "Europe/London"
+    assert app.settings.tz.utcoffset(datetime(2020, 7, 1)) == timedelta(hours=1)
+    assert App(name="u", redis_url="redis://127.0.0.1:1", timezone=pytz.UTC).settings.timezone == (
+        "UTC"
+    )
+    fixed = timezone(timedelta(hours=5, minutes=30))
+    assert App(name="u", redis_url="redis://127.0.0.1:1", timezone=fixed).settings.tz is fixed
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        App(name="u", redis_url="redis://127.0.0.1:1", timezone="Mars/Olympus")
+
+
+def test_v01_crontab_with_pytz_zone(app):
+    """Next 17:45 in London after 2020-03-28 18:00 UTC is 16:45 UTC on the 29th (BST
+    began that night), whatever form the zone is given in."""
+    import pytz
+
+    from runnel import App
+
+    @app.crontab("45 17 * * *", timezone=pytz.timezone("Europe/London"))
+    def london():
+        pass
+
+    @app.crontab("0 9 * * *", timezone=pytz.timezone("GMT"))
+    def gmt():
+        pass
+
+    by_setting = App(
+        name="u", redis_url="redis://127.0.0.1:1", timezone=pytz.timezone("Asia/Tokyo")
+    )
+
+    @by_setting.crontab("0 9 * * *")
+    def tokyo():
+        pass
+
+    now = datetime(2020, 3, 28, 18, 0, tzinfo=UTC)
+    ldn, gmt_job = app.background
+    assert ldn.next_delay(now.astimezone(ldn.timezone)) == 22 * 3600 + 45 * 60
+    assert gmt_job.next_delay(now.astimezone(gmt_job.timezone)) == 15 * 3600
+    [tok] = by_setting.background
+    # 09:00 Tokyo = 00:00 UTC on the 29th.
+    assert tok.next_delay(now.astimezone(tok.timezone)) == 6 * 3600
+
+
+def test_v01_records_with_pytz_datetimes(app):
+    import pytz
+
+    class Stamped(Record):
+        id: int
+        at: datetime
+
+    at = pytz.timezone("America/New_York").localize(datetime(2020, 1, 2, 3, 4, 5))
+    for serializer in ("json", "msgpack", "json+gzip"):
+        stream = app.stream(
+            f"s{len(app.streams)}", record=Stamped, partition_by="id", serializer=serializer
+        )
+        back = stream.decode(stream.encode(Stamped(id=1, at=at)))
+        assert back.at == at and back.at.utcoffset() == timedelta(hours=-5)

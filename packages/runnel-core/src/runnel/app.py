@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from datetime import tzinfo
 
 from pydantic import ValidationError
 
@@ -25,7 +25,7 @@ from runnel.jobs.result import JobResult
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor, Processors, option_settings
 from runnel.record import Record
-from runnel.settings import Settings
+from runnel.settings import Settings, zone_of
 from runnel.stream import Stream
 from runnel.transport import Transport, transport_for
 from runnel.types import ExceptionPolicy
@@ -368,21 +368,18 @@ class App:
         return decorate
 
     def crontab(
-        self, spec: str, *, on_leader: bool = False, timezone: str | ZoneInfo | None = None
+        self, spec: str, *, on_leader: bool = False, timezone: str | tzinfo | None = None
     ) -> Callable[[F], F]:
-        """Run the function on a cron schedule (``"45 17 * * *"``) in ``timezone``."""
+        """Run the function on a cron schedule (``"45 17 * * *"``) in ``timezone`` (a name,
+        a ``ZoneInfo`` or a pytz zone; default: the ``timezone`` setting)."""
         try:
             validate_crontab(spec)
         except ValueError as exc:
             raise Misconfigured(str(exc)) from None
         try:
-            tz = (
-                timezone
-                if isinstance(timezone, ZoneInfo)
-                else ZoneInfo(timezone or self.settings.timezone)
-            )
-        except (ZoneInfoNotFoundError, ValueError):
-            raise Misconfigured(f"unknown time zone {timezone!r}") from None
+            tz = zone_of(self.settings.timezone if timezone is None else timezone)
+        except ValueError as exc:
+            raise Misconfigured(str(exc)) from None
 
         def decorate(f: F) -> F:
             self.background.append(

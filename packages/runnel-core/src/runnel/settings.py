@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -20,6 +21,23 @@ from runnel.processor import (
 )
 
 EMBEDDED_URL = "redis+embedded://"
+
+
+def zone_of(value: Any) -> tzinfo:
+    """The time zone named or given by ``value``: an IANA name, a ``ZoneInfo``, a pytz
+    zone (the ``ZoneInfo`` of its name: pytz's own zones only work through
+    ``localize``), or any other tzinfo as it is. ``ValueError`` if unknown."""
+    if isinstance(value, ZoneInfo):
+        return value
+    name = getattr(value, "zone", None) if isinstance(value, tzinfo) else value
+    if isinstance(name, str):
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {name!r}") from None
+    if isinstance(value, tzinfo):
+        return value
+    raise ValueError(f"a time zone is a name such as 'Europe/London' or a tzinfo, not {value!r}")
 
 
 def _processor_defaults() -> type[BaseSettings]:
@@ -51,7 +69,9 @@ class Settings(_ProcessorDefaults):
     log_format: Literal["console", "json"] = "console"
     log_level: str = "info"
     autodiscover: str | None = None
-    timezone: str = "UTC"
+    timezone: Any = "UTC"
+    """An IANA name (``"Europe/London"``) or a tzinfo: a pytz zone (as runnel 0.1 took)
+    becomes its name; a fixed offset (``datetime.timezone``) is kept as it is."""
     leadership_poll_interval: int = Field(4000, gt=0, description="milliseconds")
     testing: bool = False
     gc_freeze: bool = Field(True, description="see runnel.processing.worker.frozen_heap")
@@ -85,14 +105,14 @@ class Settings(_ProcessorDefaults):
             raise ValueError("must be one of debug, info, warning, error, critical")
         return value
 
-    @field_validator("timezone")
+    @field_validator("timezone", mode="before")
     @classmethod
-    def _zone(cls, value: str) -> str:
+    def _zone(cls, value: Any) -> str | tzinfo:
         try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r}") from None
-        return value
+            zone = zone_of(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return zone.key if isinstance(zone, ZoneInfo) else zone
 
     @field_validator("default_hasher")
     @classmethod
@@ -119,5 +139,5 @@ class Settings(_ProcessorDefaults):
         return validate_options({**defaults, **overrides})
 
     @property
-    def tz(self) -> ZoneInfo:
-        return ZoneInfo(self.timezone)
+    def tz(self) -> tzinfo:
+        return zone_of(self.timezone)
