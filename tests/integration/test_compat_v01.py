@@ -115,7 +115,7 @@ async def test_send_with_stream_ids(
 
         before = entries()
         # Not above the partition's last id: refused by the store, nothing of the batch sent.
-        with pytest.raises(EntryIdError, match="not above.*nothing was sent"):
+        with pytest.raises(EntryIdError, match=r"not above.*nothing was sent"):
             await pings.send(
                 Ping(key="d", n=4), Ping(key="e", n=5), stream_ids=["99999999999999-0", "6-0"]
             )

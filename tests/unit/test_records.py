@@ -194,7 +194,7 @@ def test_primitive_record_encodes_to_native_pairs(app):
 
 def test_primitive_stream_refuses_a_serializer_argument(app):
     """As in runnel 0.1: a primitive record is stored as native pairs, never serialized."""
-    with pytest.raises(Misconfigured, match="primitive record.*cannot have a serializer"):
+    with pytest.raises(Misconfigured, match=r"primitive record.*cannot have a serializer"):
         app.stream("clicks", record=Click, partition_by="user", serializer="msgpack+gzip")
     assert "clicks" not in app.streams
     stream = app.stream("clicks", record=Click, partition_by="user")

@@ -69,7 +69,7 @@ def resolve_hasher(value: Any) -> Hasher:
         return found
     if not callable(value):
         raise Misconfigured(f"a hasher must be a function of the key or a name, not {value!r}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 default_hasher = md5_hasher

@@ -112,7 +112,7 @@ class Processor(ProcessorOptions):
     middleware: Sequence[Middleware] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        functools.update_wrapper(self, self.func, updated=())  # type: ignore[arg-type]
+        functools.update_wrapper(self, self.func, updated=())
 
     @property
     def id(self) -> str:

@@ -45,7 +45,7 @@ def _processor_defaults() -> type[BaseSettings]:
     bounds and default, named after it (``default_lock_expiry``, ...)."""
     types, defaults = option_types(), option_defaults()
     settings = option_settings()
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(  # type: ignore[call-overload]
         "_ProcessorDefaults",
         __base__=BaseSettings,
         **{settings[o]: (types[o], defaults[o]) for o in types},

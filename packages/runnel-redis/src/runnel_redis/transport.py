@@ -82,10 +82,10 @@ class RedisTransport(Transport):
             + resp.arguments((len(streams), *streams))
             + resp.arguments(args)
         )
-        [ids] = await resp.exchange(self.redis, packed, 1)
-        if isinstance(ids, Exception):
-            raise ids
-        return ids
+        [added] = await resp.exchange(self.redis, packed, 1)
+        if isinstance(added, Exception):
+            raise added
+        return cast(list[bytes], added)
 
     async def _append_at(
         self, entries: Sequence[tuple[str, Fields]], maxlen: int | None, ids: Sequence[str]
