@@ -8,6 +8,10 @@ the consumer group and ``event.recovering`` says whether the event is a redelive
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
+import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -15,8 +19,9 @@ import redis
 from runnel import ExceptionPolicy, Record, context
 from runnel.exceptions import EntryIdError
 from runnel.worker import Worker
+from tests.helpers import cli, env_with
 
-from .conftest import make_app
+from .conftest import FAST, Running, make_app
 
 
 class Ping(Record):
@@ -142,3 +147,72 @@ async def test_send_with_stream_ids(
         assert len(await pings.send(Ping(key="f", n=6), stream_ids=[])) == 1
     finally:
         await app.aclose()
+
+
+DOTTED_APP = """
+from runnel import App, Record
+
+app = App(name={name!r})
+
+
+class Ping(Record):
+    key: str
+    n: int
+
+
+pings = app.stream("pings", record=Ping, partition_by="key", partition_count=2)
+seen = []
+
+
+@app.processor(pings)
+async def proc(events):
+    async for ping in events.records():
+        seen.append((ping.key, ping.n))
+"""
+
+
+async def test_dotted_app_name_end_to_end(
+    redis_url: str,
+    app_name: str,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0.1 allowed any app name, e.g. ``myproj.orders``: a processor runs on it, its keys
+    are the documented ones, and ``runnel status`` reports it."""
+    name = f"myproj.{app_name}.orders"
+    (tmp_path / "dottedmod.py").write_text(DOTTED_APP.format(name=name))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
+    for setting, value in FAST.items():
+        monkeypatch.setenv(f"RUNNEL_{setting.upper()}", str(value))
+    module = importlib.import_module("dottedmod")
+    monkeypatch.setitem(sys.modules, "dottedmod", module)  # forgotten after the test
+    app = module.app
+    assert app.processors["proc"].id == f"{name}.pings.proc"
+    sent = [module.Ping(key=f"k{i % 3}", n=i) for i in range(12)]
+    async with Running(app) as running:
+        await module.pings.send(*sent)
+        await running.until(lambda: len(module.seen) == len(sent), "every ping processed")
+        await running.until(lambda: redis_client.exists(f"__lead:{name}"), "a leader")
+        env = env_with(redis_url)
+        shown = await asyncio.to_thread(
+            cli, "status", "--json", "dottedmod:app", cwd=tmp_path, env=env
+        )
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["app"] == name
+    [proc] = report["processors"]
+    assert (proc["name"], proc["stream"]) == ("proc", "pings")
+    assert [(p["lag"], p["pending"]) for p in proc["partitions"]] == [(0, 0), (0, 0)]
+    assert sorted(n for ex in proc["executors"] for n in ex["partitions"]) == [0, 1]
+    # Per key, in order.
+    for key in ("k0", "k1", "k2"):
+        assert [n for k, n in module.seen if k == key] == [p.n for p in sent if p.key == key]
+    # The documented layout, with the dotted name as it is.
+    keys = {k.decode() for k in redis_client.keys("*")}
+    assert {f"__strm:{name}.pings.0", f"__strm:{name}.pings.1"} <= keys
+    assert f"__memb:{name}.pings.proc" in keys
+    assert report["leader"]
+    groups = redis_client.xinfo_groups(f"__strm:{name}.pings.0")
+    assert [g["name"] for g in groups] == [b"proc"]
