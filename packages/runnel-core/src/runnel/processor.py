@@ -73,12 +73,14 @@ class ProcessorOptions:
 _OPTIONS_ADAPTER = TypeAdapter(ProcessorOptions)
 
 
+@functools.cache
 def option_types() -> dict[str, Any]:
     """Each option's annotated type (with its bounds and validators), by option name."""
     hints = get_type_hints(ProcessorOptions, include_extras=True)
     return {f.name: hints[f.name] for f in fields(ProcessorOptions)}
 
 
+@functools.cache
 def option_settings() -> dict[str, str]:
     """The setting that gives each option its default, by option name."""
     named: dict[str, str] = {}
