@@ -21,7 +21,7 @@ from runnel.exceptions import EntryIdError
 from runnel.worker import Worker
 from tests.helpers import cli, env_with
 
-from .conftest import FAST, Running, make_app
+from .conftest import FAST, Running, keys_by_partition, make_app
 
 
 class Ping(Record):
@@ -140,6 +140,18 @@ async def test_send_with_stream_ids(
                 Ping(key="d", n=4), Ping(key="e", n=5), stream_ids=["*", "99999999999999-0"]
             )
         assert entries() == before
+        # Over two partitions: the second's id is too low, so the first's is not sent either.
+        two = app.stream("two", record=Ping, partition_by="key", partition_count=2)
+        k0, k1 = keys_by_partition(two, lambda k: Ping(key=k, n=0), 2)
+        await two.send(Ping(key=k1, n=0), stream_ids=["50-0"])
+        with pytest.raises(EntryIdError, match="not above 50-0"):
+            await two.send(Ping(key=k0, n=1), Ping(key=k1, n=2), stream_ids=["60-0", "40-0"])
+        first, second = (two.partition_for(Ping(key=k, n=0)).key for k in (k0, k1))
+        assert (redis_client.xlen(first), redis_client.xlen(second)) == (0, 1)
+        assert await two.send(Ping(key=k0, n=1), Ping(key=k1, n=2), stream_ids=["60-0", "51"]) == [
+            b"60-0",
+            b"51-0",
+        ]
         # A missing partition takes any id above 0-0; bytes ids work too.
         others = app.stream("others", record=Ping, partition_by="key", partition_count=1)
         assert await others.send(Ping(key="a", n=1), stream_ids=[b"1-0"]) == [b"1-0"]
