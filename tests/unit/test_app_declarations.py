@@ -143,6 +143,19 @@ def test_processor_names_unique_per_stream(app, stream):
     assert app.processors.named("printer") == [first, second]
 
 
+def test_stacked_processor_decorators_declare_one_function_on_two_streams(app, stream):
+    other = app.stream("others", record=Item, partition_by="id")
+
+    @app.processor(other)
+    @app.processor(stream)
+    async def audit(events):
+        pass
+
+    assert audit.id == "u.others.audit" and audit.func.__name__ == "audit"
+    assert [p.id for p in app.processors.named("audit")] == ["u.items.audit", "u.others.audit"]
+    assert {p.func for p in app.processors.values()} == {audit.func}
+
+
 def test_processor_must_be_async(app, stream):
     def sync(events):
         pass

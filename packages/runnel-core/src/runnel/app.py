@@ -241,6 +241,8 @@ class App:
             options["exception_policy"] = exception_policy
 
         def decorate(func: Callable[[Events], Awaitable[Any]]) -> Processor:
+            if isinstance(func, Processor):  # stacked: one function on several streams
+                func = func.func
             if not asyncio.iscoroutinefunction(func):
                 raise Misconfigured(
                     f"processor {getattr(func, '__qualname__', func)!r} must be an async function"
