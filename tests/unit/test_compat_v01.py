@@ -145,13 +145,33 @@ def test_our_json_datetimes_keep_their_offset(app):
         assert plain["created_at"] == _v01_plain(order)["created_at"]
 
 
-def test_our_primitive_entry_is_what_v01_reads(app):
-    """0.1 parsed primitive fields from stored bytes with pydantic v1: b"1"/b"0" are bools."""
+def test_our_primitive_entry_is_what_v01_wrote(app):
+    """0.1's Redis client wrote every primitive value with ``str()`` (``repr`` for floats):
+    a bool is stored as ``True``/``False``; what we hand the transport encodes the same."""
     stream = app.stream("clicks", record=Click, partition_by="user")
     fields = stream.encode(Click(user="ann", n=42, ratio=0.25, ok=True, raw=b"\x00"))
     assert set(fields) == {b"user", b"n", b"ratio", b"ok", b"raw"}
-    assert fields[b"ok"] == b"1"
+    assert fields[b"ok"] == b"True"
+    assert stream.encode(Click(user="ann", n=0, ratio=0, ok=False, raw=b""))[b"ok"] == b"False"
     assert fields[b"n"] == 42 and fields[b"ratio"] == 0.25 and fields[b"user"] == "ann"
+
+
+def test_primitive_bools_read_in_both_forms(app):
+    """``True``/``False`` (0.1, and now) and ``1``/``0`` (what runnel 0.2 previews wrote)."""
+    stream = app.stream("clicks", record=Click, partition_by="user")
+    base = {b"user": b"a", b"n": b"1", b"ratio": b"1.0", b"raw": b""}
+    for stored, expected in ((b"True", True), (b"False", False), (b"1", True), (b"0", False)):
+        assert stream.decode({**base, b"ok": stored}).ok is expected
+
+
+def test_primitive_stream_with_a_serializer_is_refused_as_in_v01(app):
+    """0.1: a primitive stream given a serializer is misconfigured ("Cannot serialize
+    primitive records")."""
+    from runnel import Misconfigured
+    from runnel.serialization import JSONSerializer
+
+    with pytest.raises(Misconfigured, match="primitive"):
+        app.stream("clicks", record=Click, partition_by="user", serializer=JSONSerializer())
 
 
 # runnel 0.1's public names. Expectations are from 0.1's API reference and guide.
@@ -258,3 +278,75 @@ def test_v01_event_attributes_default(app):
     event = Event(stream.partitions[0], b"1-0", {b"data": V01_ORDER})
     assert event.recovering is False and event.group == ""
     assert event.record == EXPECTED_ORDER
+
+
+# pytz time zones, which 0.1 took wherever it took a time zone: the ``timezone`` setting
+# (a tzinfo there, ``pytz.UTC`` by default) and ``app.crontab(timezone=...)``, e.g.
+# ``timezone=pytz.timezone("GMT")`` in 0.1's reference; and datetimes in records.
+
+
+def test_v01_pytz_timezone_setting():
+    import pytz
+
+    from runnel import App
+
+    app = App(name="u", redis_url="redis://127.0.0.1:1", timezone=pytz.timezone("Europe/London"))
+    assert app.settings.timezone == "Europe/London"
+    assert app.settings.tz.utcoffset(datetime(2020, 7, 1)) == timedelta(hours=1)
+    assert App(name="u", redis_url="redis://127.0.0.1:1", timezone=pytz.UTC).settings.timezone == (
+        "UTC"
+    )
+    fixed = timezone(timedelta(hours=5, minutes=30))
+    assert App(name="u", redis_url="redis://127.0.0.1:1", timezone=fixed).settings.tz is fixed
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        App(name="u", redis_url="redis://127.0.0.1:1", timezone="Mars/Olympus")
+
+
+def test_v01_crontab_with_pytz_zone(app):
+    """Next 17:45 in London after 2020-03-28 18:00 UTC is 16:45 UTC on the 29th (BST
+    began that night), whatever form the zone is given in."""
+    import pytz
+
+    from runnel import App
+
+    @app.crontab("45 17 * * *", timezone=pytz.timezone("Europe/London"))
+    def london():
+        pass
+
+    @app.crontab("0 9 * * *", timezone=pytz.timezone("GMT"))
+    def gmt():
+        pass
+
+    by_setting = App(
+        name="u", redis_url="redis://127.0.0.1:1", timezone=pytz.timezone("Asia/Tokyo")
+    )
+
+    @by_setting.crontab("0 9 * * *")
+    def tokyo():
+        pass
+
+    now = datetime(2020, 3, 28, 18, 0, tzinfo=UTC)
+    ldn, gmt_job = app.background
+    assert ldn.next_delay(now.astimezone(ldn.timezone)) == 22 * 3600 + 45 * 60
+    assert gmt_job.next_delay(now.astimezone(gmt_job.timezone)) == 15 * 3600
+    [tok] = by_setting.background
+    # 09:00 Tokyo = 00:00 UTC on the 29th.
+    assert tok.next_delay(now.astimezone(tok.timezone)) == 6 * 3600
+
+
+def test_v01_records_with_pytz_datetimes(app):
+    import pytz
+
+    class Stamped(Record):
+        id: int
+        at: datetime
+
+    at = pytz.timezone("America/New_York").localize(datetime(2020, 1, 2, 3, 4, 5))
+    for serializer in ("json", "msgpack", "json+gzip"):
+        stream = app.stream(
+            f"s{len(app.streams)}", record=Stamped, partition_by="id", serializer=serializer
+        )
+        back = stream.decode(stream.encode(Stamped(id=1, at=at)))
+        assert back.at == at and back.at.utcoffset() == timedelta(hours=-5)

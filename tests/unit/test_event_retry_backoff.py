@@ -65,7 +65,7 @@ def test_processor_options_and_their_defaults() -> None:
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"fallback": "retry"}, "retry_fallback"), ({"retries": -1}, "event_retries")],
+    [({"fallback": "retry"}, "fallback"), ({"retries": -1}, "retries")],
 )
 def test_bad_retry_options_are_refused(options: dict, message: str) -> None:
     app = App(name="t", redis_url="redis://127.0.0.1:1")

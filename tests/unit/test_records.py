@@ -181,15 +181,25 @@ def test_primitive_record_encodes_to_native_pairs(app):
     stream = app.stream("clicks", record=Click, partition_by="user")
     assert stream.serializer is None
     fields = stream.encode(Click(user="ann", n=3, ratio=0.5, ok=True, raw=b"\x00\xff"))
-    assert fields == {b"user": "ann", b"n": 3, b"ratio": 0.5, b"ok": b"1", b"raw": b"\x00\xff"}
+    assert fields == {
+        b"user": "ann",
+        b"n": 3,
+        b"ratio": 0.5,
+        b"ok": b"True",
+        b"raw": b"\x00\xff",
+    }
     assert b"data" not in fields
-    assert stream.encode(Click(user="", n=0, ratio=0, ok=False, raw=b""))[b"ok"] == b"0"
+    assert stream.encode(Click(user="", n=0, ratio=0, ok=False, raw=b""))[b"ok"] == b"False"
 
 
-def test_primitive_stream_ignores_a_serializer_argument(app):
-    stream = app.stream("clicks", record=Click, partition_by="user", serializer="msgpack+gzip")
-    assert stream.serializer is None
-    assert b"data" not in stream.encode(Click(user="a", n=1, ratio=1.0, ok=True, raw=b""))
+def test_primitive_stream_refuses_a_serializer_argument(app):
+    """As in runnel 0.1: a primitive record is stored as native pairs, never serialized."""
+    with pytest.raises(Misconfigured, match=r"primitive record.*cannot have a serializer"):
+        app.stream("clicks", record=Click, partition_by="user", serializer="msgpack+gzip")
+    assert "clicks" not in app.streams
+    stream = app.stream("clicks", record=Click, partition_by="user")
+    with pytest.raises(Misconfigured, match="cannot have a serializer"):
+        stream.clone(serializer=JSONSerializer())
 
 
 def test_primitive_record_decodes_from_bytes(app):

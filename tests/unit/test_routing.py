@@ -195,3 +195,105 @@ def test_stable_whatever_pythonhashseed():
     child_keys = [0, 1, -1, 42, "", "a", "user-1", "é", "日本", (1, 2), ("a", 1), None, 0.1, 1.5]
     assert first["hashes"] == [str(table[repr(k)]) for k in child_keys]
     assert first["partitions"] == [10, 7, 13, 5, 2, 7]
+
+
+# hasher="xxhash": runnel 0.1's fast hasher (its ``runnel[fast]`` bundle). 0.1 computed
+# ``xxh64(repr(key)).intdigest()`` with xxhash 1.x, which takes a str as its UTF-8 bytes,
+# seed 0; the partition is that unsigned 64-bit integer % partition_count.
+
+XXH64_KNOWN = [
+    # Computed once with the xxhash package; like KNOWN, never regenerate them.
+    (0, 7148434200721666028, 12),
+    (1, 13237225503670494420, 4),
+    (42, 7919287270473417401, 9),
+    ("a", 11568505001935109382, 6),
+    ("user-1", 6778258323800457946, 10),
+    ("日本", 1760672865539618027, 11),
+    ((1, 2), 16048885061049210570, 10),
+    (None, 4387124778405518223, 15),
+    (b"x", 13083312752785219286, 6),
+]
+
+
+def _xxh64_of_repr(key) -> int:
+    """The documented formula, straight from the xxhash package."""
+    import xxhash
+
+    return xxhash.xxh64(repr(key).encode("utf-8"), seed=0).intdigest()
+
+
+def test_xxhash_package_is_xxh64():
+    import xxhash
+
+    # XXH64 of no bytes with seed 0, from the xxHash specification's test vectors.
+    assert xxhash.xxh64_intdigest(b"") == 0xEF46DB3751D8E999
+
+
+@pytest.mark.parametrize(("key", "expected", "partition"), XXH64_KNOWN)
+def test_xxhash_hasher_is_xxh64_of_repr(app, key, expected, partition):
+    from runnel.hashing import resolve_hasher
+
+    hasher = resolve_hasher("xxhash")
+    assert hasher(key) == expected == _xxh64_of_repr(key)
+
+    class AnyKey(Record):
+        k: object = None
+
+    stream = app.stream(
+        "anykey", record=AnyKey, partition_by=lambda r: key, partition_count=16, hasher="xxhash"
+    )
+    assert stream.partition_number(AnyKey()) == partition
+    assert stream.hash(key) == partition
+
+
+@settings(deadline=None)
+@given(key=keys, partition_count=st.integers(min_value=1, max_value=10_000))
+def test_xxhash_routing_matches_the_formula(key, partition_count):
+    app = App(name="u", redis_url="redis://127.0.0.1:1")
+    stream = app.stream(
+        "clicks",
+        record=Click,
+        partition_by="user",
+        partition_count=partition_count,
+        hasher="xxhash",
+    )
+    assert stream.hash(key) == _xxh64_of_repr(key) % partition_count
+
+
+def test_xxhash_as_the_default_hasher_setting(monkeypatch):
+    plain = App(name="u", redis_url="redis://127.0.0.1:1")
+    assert plain.settings.default_hasher is md5_hasher  # installed, yet never the default
+    fast = App(name="u", redis_url="redis://127.0.0.1:1", default_hasher="xxhash")
+    stream = fast.stream("clicks", record=Click, partition_by="user", partition_count=16)
+    assert stream.partition_number(Click(user="user-1", n=0)) == 10
+    monkeypatch.setenv("RUNNEL_DEFAULT_HASHER", "xxhash")
+    from_env = App(name="u", redis_url="redis://127.0.0.1:1")
+    assert from_env.settings.default_hasher(42) == 7919287270473417401
+    # "md5" names the default, and a stream can go back to it.
+    assert (
+        App(name="u", redis_url="redis://127.0.0.1:1", default_hasher="md5").settings.default_hasher
+        is md5_hasher
+    )
+    back = fast.stream("keyed", record=Keyed, partition_by="key", hasher="md5")
+    assert back.hasher is md5_hasher
+
+
+def test_xxhash_without_the_package_names_the_extra(app, monkeypatch):
+    from pydantic import ValidationError
+
+    from runnel.exceptions import Misconfigured
+
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # as if not installed: import fails
+    with pytest.raises(Misconfigured, match=r"xxhash package.*runnel\[xxhash\]"):
+        app.stream("clicks", record=Click, partition_by="user", hasher="xxhash")
+    with pytest.raises(ValidationError, match=r"runnel\[xxhash\]"):
+        App(name="u", redis_url="redis://127.0.0.1:1", default_hasher="xxhash")
+    # The default needs nothing.
+    assert app.stream("clicks", record=Click, partition_by="user").hasher is md5_hasher
+
+
+def test_unknown_hasher_name(app):
+    from runnel.exceptions import Misconfigured
+
+    with pytest.raises(Misconfigured, match="unknown hasher 'sha9'"):
+        app.stream("clicks", record=Click, partition_by="user", hasher="sha9")

@@ -313,3 +313,49 @@ def test_processor_rejects_bad_override_values(app, kwargs):
     stream = app.stream("a", record=Item, partition_by="id")
     with pytest.raises(Misconfigured):
         app.processor(stream, **kwargs)(_noop)
+
+
+# One processor options model: ProcessorOptions declares each option once, and the
+# settings, @app.processor and the Processor all take it from there.
+
+
+def test_every_processor_option_is_a_setting_with_its_default():
+    from dataclasses import fields
+
+    from runnel.processor import Processor, ProcessorOptions, option_settings
+
+    named = option_settings()
+    assert named["retries"] == "default_event_retries"
+    assert named["fallback"] == "default_retry_fallback"
+    assert named["lock_expiry"] == "default_lock_expiry"
+    s = Settings()
+    options = {f.name: f.default for f in fields(ProcessorOptions)}
+    assert set(options) == set(named)
+    for option, default in options.items():
+        assert getattr(s, named[option]) == default, option
+    assert {f.name for f in fields(ProcessorOptions)} <= {f.name for f in fields(Processor)}
+    assert s.processor_options() == ProcessorOptions()
+
+
+def test_option_rules_apply_to_settings_and_arguments_alike(monkeypatch):
+    from runnel import Misconfigured
+
+    for setting, value in (
+        ("RUNNEL_DEFAULT_RETRY_FALLBACK", "retry"),
+        ("RUNNEL_DEFAULT_PREFETCH_COUNT", "0"),
+        ("RUNNEL_DEFAULT_RETRY_JITTER", "2"),
+    ):
+        monkeypatch.setenv(setting, value)
+        with pytest.raises(ValidationError):
+            Settings()
+        monkeypatch.delenv(setting)
+    monkeypatch.setenv("RUNNEL_DEFAULT_RETRY_FALLBACK", "IGNORE")
+    assert Settings().default_retry_fallback is ExceptionPolicy.IGNORE
+    app = App(name="u", redis_url=URL)
+    stream = app.stream("a", record=Item, partition_by="id")
+    for bad in ({"fallback": "retry"}, {"prefetch_count": 0}, {"retry_jitter": 2}):
+        with pytest.raises(Misconfigured, match=next(iter(bad))):
+            app.processor(stream, name="p", **bad)(_noop)
+    proc = app.processor(stream, name="p", fallback="QUARANTINE", retry_jitter=0.5)(_noop)
+    assert proc.fallback is ExceptionPolicy.QUARANTINE and proc.retry_jitter == 0.5
+    assert proc.options.retry_jitter == 0.5 and proc.retries == 3

@@ -6,31 +6,33 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import ValidationError
 
 from runnel.background import BackgroundTask, validate_crontab
 from runnel.codecs.resolve import resolve_serializer
 from runnel.exceptions import Misconfigured
+from runnel.hashing import resolve_hasher
 from runnel.interfaces import Middleware, Serializer
 from runnel.jobs.clock import Clock, SystemClock
 from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
 from runnel.jobs.portal import Portal
 from runnel.jobs.result import JobResult
 from runnel.plugins.manager import load_plugin
-from runnel.processor import Processor
+from runnel.processor import Processor, Processors, option_settings
 from runnel.record import Record
-from runnel.settings import Settings
+from runnel.settings import Settings, zone_of
 from runnel.stream import Stream
 from runnel.transport import Transport, transport_for
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
     from runnel.jobs.store import JobStore
+    from runnel.processing.events import Events
 
 log = logging.getLogger("runnel.app")
 
@@ -61,33 +63,23 @@ class _Connections:
     holders: int = 0  # workers running on these connections (see App.connected)
 
 
-_PROCESSOR_SETTINGS = (
-    "lock_expiry",
-    "read_timeout",
-    "prefetch_count",
-    "assignment_attempts",
-    "assignment_sleep",
-    "grace_period",
-    "pool_size",
-    "join_delay",
-)
-
-_RETRY_OPTIONS = {
-    "retries": "event_retries",
-    "retry_backoff": "retry_backoff",
-    "retry_backoff_cap": "retry_backoff_cap",
-    "retry_jitter": "retry_jitter",
-    "fallback": "retry_fallback",
-}
-"""ExceptionPolicy.RETRY's processor options and the settings they override (``retries``
-is not ``default_retries``: that one is the job queue's)."""
-
-
 def _one_line(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(x) for x in e['loc']).removeprefix('default_')}: {e['msg']}"
-        for e in exc.errors()
-    )
+    return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+
+
+def _stream_serializer(record: type[Record], given: Any, default: Any) -> Serializer | None:
+    """None for a primitive record (the stream refuses one given, as runnel 0.1 did), else
+    the serializer given or the default."""
+    if record.is_primitive() and given is None:
+        return None
+    return resolve_serializer(given if given is not None else default)
+
+
+def _check_name(what: str, name: Any) -> None:
+    """Names are any non-empty text, as in runnel 0.1 (``myproj.orders`` included): they
+    only ever go into keys, which are never parsed back into names."""
+    if not isinstance(name, str) or not name:
+        raise Misconfigured(f"{what} name must be a non-empty string, not {name!r}")
 
 
 class App:
@@ -99,16 +91,14 @@ class App:
     """
 
     def __init__(self, name: str, *, plugins: Iterable[Any] = (), **settings: Any) -> None:
-        if not name or any(c in name for c in " .:{}"):
-            raise Misconfigured(
-                f"app name {name!r} must be non-empty without spaces, '.', ':' or braces"
-            )
+        _check_name("app", name)
         self.name = name
         for plugin in plugins:
             load_plugin(plugin, source="App(plugins=...)")
         self.settings = Settings(**settings)
         self.streams: dict[str, Stream] = {}
-        self.processors: dict[str, Processor] = {}
+        self.processors = Processors()
+        """By id (``{app}.{stream}.{name}``); a processor's name is a key too if unique."""
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         """The job queue's functions (``@app.job``), by name."""
         self.background: list[BackgroundTask] = []
@@ -199,13 +189,10 @@ class App:
         partition_count: int | None = None,
         partition_size: int | None = None,
         serializer: Serializer | str | None = None,
-        hasher: Callable[[Any], int] | None = None,
+        hasher: Callable[[Any], int] | str | None = None,
     ) -> Stream:
         """Declare a stream of ``record`` events, partitioned by ``partition_by``."""
-        if not name or any(c in name for c in " :{}"):
-            raise Misconfigured(
-                f"stream name {name!r} must be non-empty without spaces, ':' or braces"
-            )
+        _check_name("stream", name)
         s = self.settings
         if not (isinstance(record, type) and issubclass(record, Record)):
             raise Misconfigured(
@@ -220,10 +207,8 @@ class App:
             if partition_count is None
             else partition_count,
             partition_size=s.default_partition_size if partition_size is None else partition_size,
-            serializer=None
-            if record.is_primitive()
-            else resolve_serializer(serializer if serializer is not None else s.default_serializer),
-            hasher=hasher or s.default_hasher,
+            serializer=_stream_serializer(record, serializer, s.default_serializer),
+            hasher=s.default_hasher if hasher is None else resolve_hasher(hasher),
         )
         existing = self.streams.get(name)
         if existing is not None and existing.partition_count != stream.partition_count:
@@ -236,54 +221,59 @@ class App:
         stream: Stream,
         *,
         exception_policy: ExceptionPolicy | str | None = None,
-        middleware: Sequence[Middleware] = (),
+        middleware: Sequence[Middleware] | None = (),
         name: str | None = None,
         **options: Any,
-    ) -> Callable[[F], F]:
-        """Declare ``async def f(events)`` as a processor of ``stream``'s events."""
-        unknown = set(options) - set(_PROCESSOR_SETTINGS) - set(_RETRY_OPTIONS)
+    ) -> Callable[[Callable[[Events], Awaitable[Any]]], Processor]:
+        """Declare ``async def f(events)`` as a processor of ``stream``'s events.
+
+        Returns the :class:`Processor`, which calls ``f`` when called. Options (see
+        :class:`ProcessorOptions`) override the app's ``default_*`` settings; a name is
+        unique per stream (``name`` defaults to the function's).
+        """
+        known = option_settings()
+        unknown = set(options) - set(known)
         if unknown:
             raise Misconfigured(f"unknown processor options: {', '.join(sorted(unknown))}")
         if not isinstance(stream, Stream):
             raise Misconfigured(f"@app.processor needs a Stream, not {stream!r}")
+        if exception_policy is not None:
+            options["exception_policy"] = exception_policy
 
-        def decorate(func: F) -> F:
+        def decorate(func: Callable[[Events], Awaitable[Any]]) -> Processor:
+            if isinstance(func, Processor):  # stacked: one function on several streams
+                func = func.func
             if not asyncio.iscoroutinefunction(func):
-                raise Misconfigured(f"processor {func.__qualname__} must be an async function")
-            proc_name = name or func.__name__
-            if any(c in proc_name for c in " .:{}"):
                 raise Misconfigured(
-                    f"processor name {proc_name!r} must not contain spaces, '.', ':' or braces"
+                    f"processor {getattr(func, '__qualname__', func)!r} must be an async function"
                 )
-            if proc_name in self.processors:
-                raise Misconfigured(f"a processor named {proc_name!r} is already declared")
-            # Processor arguments are checked exactly like the default_* settings they override.
-            overrides = {f"default_{_RETRY_OPTIONS.get(k, k)}": v for k, v in options.items()}
-            if exception_policy is not None:
-                overrides["default_exception_policy"] = exception_policy
+            proc_name = name if name is not None else func.__name__
+            _check_name("processor", proc_name)
+            proc_id = f"{stream.id}.{proc_name}"
+            if self.processors.by_id(proc_id) is not None:
+                raise Misconfigured(
+                    f"a processor named {proc_name!r} is already declared on stream "
+                    f"{stream.name!r} (names are unique per stream; pass name=...)"
+                )
             try:
-                checked = Settings.model_validate({**self.settings.model_dump(), **overrides})
+                checked = self.settings.processor_options(**options)
             except ValidationError as exc:
                 raise Misconfigured(f"processor {proc_name!r}: {_one_line(exc)}") from None
-            policy = checked.default_exception_policy
-            values = {key: getattr(checked, f"default_{key}") for key in _PROCESSOR_SETTINGS}
-            values |= {k: getattr(checked, f"default_{s}") for k, s in _RETRY_OPTIONS.items()}
             proc = Processor(
                 app=self,
                 stream=stream,
                 func=func,
                 name=proc_name,
-                exception_policy=policy,
-                middleware=list(middleware),
-                **values,
+                middleware=list(middleware or ()),
+                **vars(checked),
             )
             for m in proc.middleware:
                 check = getattr(m, "check_processor", None)
                 if check is not None:
                     check(proc)
-            self.processors[proc_name] = proc
+            self.processors.add(proc)
             func.__runnel_processor__ = proc  # type: ignore[attr-defined]
-            return func
+            return proc
 
         return decorate
 
@@ -380,21 +370,18 @@ class App:
         return decorate
 
     def crontab(
-        self, spec: str, *, on_leader: bool = False, timezone: str | ZoneInfo | None = None
+        self, spec: str, *, on_leader: bool = False, timezone: str | tzinfo | None = None
     ) -> Callable[[F], F]:
-        """Run the function on a cron schedule (``"45 17 * * *"``) in ``timezone``."""
+        """Run the function on a cron schedule (``"45 17 * * *"``) in ``timezone`` (a name,
+        a ``ZoneInfo`` or a pytz zone; default: the ``timezone`` setting)."""
         try:
             validate_crontab(spec)
         except ValueError as exc:
             raise Misconfigured(str(exc)) from None
         try:
-            tz = (
-                timezone
-                if isinstance(timezone, ZoneInfo)
-                else ZoneInfo(timezone or self.settings.timezone)
-            )
-        except (ZoneInfoNotFoundError, ValueError):
-            raise Misconfigured(f"unknown time zone {timezone!r}") from None
+            tz = zone_of(self.settings.timezone if timezone is None else timezone)
+        except ValueError as exc:
+            raise Misconfigured(str(exc)) from None
 
         def decorate(f: F) -> F:
             self.background.append(
@@ -418,11 +405,15 @@ class App:
         *,
         jobs: bool = True,
         concurrency: int | None = None,
+        halt_raises: bool = False,
     ) -> int:
         """Run a worker in this process until stopped; return its exit code.
 
-        ``processors`` picks some processors (default: all; ``[]``: none); ``jobs=False``
-        leaves the job queue to other workers; ``concurrency`` overrides ``job_concurrency``.
+        ``processors`` picks some processors (by name or id; default: all; ``[]``: none);
+        ``jobs=False`` leaves the job queue to other workers; ``concurrency`` overrides
+        ``job_concurrency``. With ``halt_raises``, a processor's exception that halted the
+        worker (``ExceptionPolicy.HALT``) is raised once the worker has stopped, as runnel
+        0.1's ``Worker(app).start()`` let it propagate; otherwise the exit code is 1.
         """
         from runnel.processing.worker import Worker
 
@@ -431,9 +422,15 @@ class App:
         if processors is not None:
             missing = [p for p in processors if p not in self.processors]
             if missing:
+                names = ", ".join(dict.fromkeys(p.name for p in self.processors.values()))
                 raise Misconfigured(
                     f"unknown processor(s): {', '.join(missing)} "
-                    f"(app {self.name} has: {', '.join(self.processors) or 'none'})"
+                    f"(app {self.name} has: {names or 'none'})"
                 )
-            chosen = [self.processors[p] for p in processors]
-        return await Worker(self, chosen, jobs=jobs, concurrency=concurrency).run()
+            # A name picks every processor so named (one per stream), as in 0.1.
+            chosen = list({id(p): p for n in processors for p in self.processors.named(n)}.values())
+        worker = Worker(self, chosen, jobs=jobs, concurrency=concurrency)
+        code = await worker.run()
+        if halt_raises and worker.failure is not None:
+            raise worker.failure
+        return code

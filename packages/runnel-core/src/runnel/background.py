@@ -11,9 +11,8 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
@@ -31,7 +30,7 @@ class BackgroundTask:
     on_leader: bool = False
     interval: float | None = None
     spec: str | None = None
-    timezone: ZoneInfo | None = None
+    timezone: tzinfo | None = None
 
     @property
     def name(self) -> str:

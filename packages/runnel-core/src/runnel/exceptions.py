@@ -21,6 +21,11 @@ class EncodeError(RunnelError):
     """A valid record could not be encoded by its stream's serializer (nothing was sent)."""
 
 
+class EntryIdError(RunnelError, ValueError):
+    """Explicit entry ids given to ``send(..., stream_ids=...)`` are malformed, out of
+    order, or not above the last id of their partition (nothing was sent)."""
+
+
 class SchemaIncompatible(Misconfigured):
     """A record's schema cannot be used with the schemas already stored for its stream."""
 

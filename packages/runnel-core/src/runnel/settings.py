@@ -3,20 +3,62 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from datetime import tzinfo
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import Field, create_model, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runnel.hashing import default_hasher
+from runnel.hashing import default_hasher, named_hasher
 from runnel.imports import import_object
-from runnel.types import ExceptionPolicy
+from runnel.processor import (
+    ProcessorOptions,
+    option_defaults,
+    option_settings,
+    option_types,
+    validate_options,
+)
 
 EMBEDDED_URL = "redis+embedded://"
 
 
-class Settings(BaseSettings):
+def zone_of(value: Any) -> tzinfo:
+    """The time zone named or given by ``value``: an IANA name, a ``ZoneInfo``, a pytz
+    zone (the ``ZoneInfo`` of its name: pytz's own zones only work through
+    ``localize``), or any other tzinfo as it is. ``ValueError`` if unknown."""
+    if isinstance(value, ZoneInfo):
+        return value
+    name = getattr(value, "zone", None) if isinstance(value, tzinfo) else value
+    if isinstance(name, str):
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {name!r}") from None
+    if isinstance(value, tzinfo):
+        return value
+    raise ValueError(f"a time zone is a name such as 'Europe/London' or a tzinfo, not {value!r}")
+
+
+def _processor_defaults() -> type[BaseSettings]:
+    """The processor defaults as settings: one per processor option, of the same type,
+    bounds and default, named after it (``default_lock_expiry``, ...)."""
+    types, defaults = option_types(), option_defaults()
+    settings = option_settings()
+    return create_model(  # type: ignore[call-overload]
+        "_ProcessorDefaults",
+        __base__=BaseSettings,
+        **{settings[o]: (types[o], defaults[o]) for o in types},
+    )
+
+
+if TYPE_CHECKING:
+    _ProcessorDefaults = BaseSettings
+else:
+    _ProcessorDefaults = _processor_defaults()
+
+
+class Settings(_ProcessorDefaults):
     """Every setting; see docs/settings.md for what each one does and its unit."""
 
     model_config = SettingsConfigDict(
@@ -27,7 +69,9 @@ class Settings(BaseSettings):
     log_format: Literal["console", "json"] = "console"
     log_level: str = "info"
     autodiscover: str | None = None
-    timezone: str = "UTC"
+    timezone: Any = "UTC"
+    """An IANA name (``"Europe/London"``) or a tzinfo: a pytz zone (as runnel 0.1 took)
+    becomes its name; a fixed offset (``datetime.timezone``) is kept as it is."""
     leadership_poll_interval: int = Field(4000, gt=0, description="milliseconds")
     testing: bool = False
     gc_freeze: bool = Field(True, description="see runnel.processing.worker.frozen_heap")
@@ -40,22 +84,8 @@ class Settings(BaseSettings):
     default_serializer: Any = "json"
     default_hasher: Any = default_hasher
 
-    # Processor defaults.
-    default_exception_policy: ExceptionPolicy = ExceptionPolicy.HALT
-    default_lock_expiry: float = Field(30, gt=0, description="seconds")
-    default_read_timeout: int = Field(500, gt=0, description="milliseconds")
-    default_prefetch_count: int = Field(8, gt=0)
-    default_assignment_attempts: int = Field(32, gt=0)
-    default_assignment_sleep: float = Field(2, ge=0, description="seconds")
-    default_grace_period: float = Field(8, ge=0, description="seconds")
-    default_pool_size: int = Field(16, gt=0)
-    default_join_delay: float = Field(2, ge=0, description="seconds")
-    # ExceptionPolicy.RETRY (processor options retries=, retry_backoff=, ..., fallback=).
-    default_event_retries: int = Field(3, ge=0)
-    default_retry_backoff: float = Field(0.5, gt=0, description="seconds")
-    default_retry_backoff_cap: float = Field(30, gt=0, description="seconds")
-    default_retry_jitter: float = Field(0, ge=0, le=1)
-    default_retry_fallback: ExceptionPolicy = ExceptionPolicy.HALT
+    # Processor defaults: default_exception_policy, default_lock_expiry, ... come from
+    # runnel.processor.ProcessorOptions (see _ProcessorDefaults above).
 
     # The job queue (docs/jobs.md).
     default_retries: int = Field(3, ge=0)
@@ -75,39 +105,39 @@ class Settings(BaseSettings):
             raise ValueError("must be one of debug, info, warning, error, critical")
         return value
 
-    @field_validator("timezone")
+    @field_validator("timezone", mode="before")
     @classmethod
-    def _zone(cls, value: str) -> str:
+    def _zone(cls, value: Any) -> str | tzinfo:
         try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r}") from None
-        return value
-
-    @field_validator("default_exception_policy", "default_retry_fallback", mode="before")
-    @classmethod
-    def _policy(cls, value: Any) -> Any:
-        return value.lower() if isinstance(value, str) else value
-
-    @field_validator("default_retry_fallback")
-    @classmethod
-    def _fallback(cls, value: ExceptionPolicy) -> ExceptionPolicy:
-        if value is ExceptionPolicy.RETRY:
-            raise ValueError("must be halt, quarantine or ignore (what to do once retries run out)")
-        return value
+            zone = zone_of(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return zone.key if isinstance(zone, ZoneInfo) else zone
 
     @field_validator("default_hasher")
     @classmethod
     def _hasher(cls, value: Any) -> Callable[[Any], int]:
         if isinstance(value, str):
             try:
-                value = import_object(value)
+                # A hasher's name ("md5", "xxhash"), else MODULE:NAME.
+                found = named_hasher(value) if ":" not in value else None
+                value = found if found is not None else import_object(value)
             except Exception as exc:  # pydantic reports only ValueErrors as validation errors
                 raise ValueError(str(exc)) from None
         if not callable(value):
-            raise ValueError("must be a callable or a MODULE:NAME naming one")
+            raise ValueError("must be a callable, a hasher's name (md5, xxhash) or MODULE:NAME")
         return value
 
+    if TYPE_CHECKING:  # the processor defaults, made from ProcessorOptions
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def processor_options(self, **overrides: Any) -> ProcessorOptions:
+        """A processor's options: these settings' defaults with ``overrides`` (by option
+        name); raises pydantic's ``ValidationError`` if a value is invalid."""
+        defaults = {o: getattr(self, s) for o, s in option_settings().items()}
+        return validate_options({**defaults, **overrides})
+
     @property
-    def tz(self) -> ZoneInfo:
-        return ZoneInfo(self.timezone)
+    def tz(self) -> tzinfo:
+        return zone_of(self.timezone)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from runnel.exceptions import DecodeError, EncodeError, Misconfigured, SchemaIncompatible
+from runnel.exceptions import (
+    DecodeError,
+    EncodeError,
+    EntryIdError,
+    Misconfigured,
+    SchemaIncompatible,
+)
 from runnel.interfaces import Serializer
 from runnel.record import Record
 from runnel.transport import PartitionId
@@ -53,6 +59,11 @@ class Stream:
             raise Misconfigured(f"stream {name!r}: partition_by must be a field name or a function")
         if partition_count < 1 or partition_size < 1:
             raise Misconfigured(f"stream {name!r}: partition_count and partition_size must be >= 1")
+        if record.is_primitive() and serializer is not None:
+            raise Misconfigured(
+                f"stream {name!r}: {record.__name__} is a primitive record, stored as native "
+                "field/value pairs: it cannot have a serializer"
+            )
         self._given: dict[str, Any] = {
             "app": app,
             "name": name,
@@ -256,8 +267,17 @@ class Stream:
 
     # Sending.
 
-    async def send(self, *records: Record) -> list[bytes]:
-        """Append records to their partitions in one round trip, all or none; return their ids."""
+    async def send(
+        self, *records: Record, stream_ids: Sequence[str | bytes] | None = None
+    ) -> list[bytes]:
+        """Append records to their partitions in one round trip, all or none; return their ids.
+
+        ``stream_ids`` (runnel 0.1's argument) gives each record's entry id, in the same
+        order: ``"*"`` lets the store pick one, else ``"MS-SEQ"`` (or ``"MS"``, meaning
+        ``MS-0``) must be above every id its partition had before and above the ids sent
+        before it to that partition. Any bad id raises :class:`EntryIdError` and nothing
+        is sent. Empty or None: ``"*"`` for every record.
+        """
         if not records:
             return []
         keys = self._keys
@@ -272,9 +292,20 @@ class Stream:
                 entries.append((key, encode(record)))
             except Exception as exc:
                 raise self._encode_error(record, len(entries), len(records), exc) from exc
+        ids = None
+        if stream_ids:
+            try:
+                ids = explicit_ids(stream_ids, [key for key, _ in entries])
+            except ValueError as exc:
+                raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
         if True not in self._prepared:
             await self.prepare(writing=True)
-        return await self.app.transport.append(entries, maxlen=self.partition_size)
+        if ids is None:
+            return await self.app.transport.append(entries, maxlen=self.partition_size)
+        try:
+            return await self.app.transport.append(entries, maxlen=self.partition_size, ids=ids)
+        except EntryIdError as exc:
+            raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
 
     def _encode_error(self, record: Record, index: int, count: int, exc: Exception) -> EncodeError:
         where = f" (record {index + 1} of {count})" if count > 1 else ""
@@ -290,9 +321,68 @@ class Stream:
         )
 
 
+MAX_ID_PART = 2**64 - 1
+
+
+def parse_entry_id(given: str | bytes) -> tuple[int, int] | None:
+    """``(ms, seq)`` of an explicit entry id, None for ``"*"``; ``ValueError`` if bad."""
+    text = given.decode("ascii", "replace") if isinstance(given, bytes) else given
+    if not isinstance(text, str):
+        raise ValueError(f"an entry id is a str, not {given!r}")
+    if text == "*":
+        return None
+    ms, dash, seq = text.partition("-")
+    parts = (ms, seq) if dash else (ms, "0")
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise ValueError(f"bad entry id {text!r}: use '*', 'MS-SEQ' or 'MS' (decimal integers)")
+    parsed = (int(parts[0]), int(parts[1]))
+    if max(parsed) > MAX_ID_PART:
+        raise ValueError(f"bad entry id {text!r}: MS and SEQ must be below 2**64")
+    if parsed == (0, 0):
+        raise ValueError("entry id 0-0 is not allowed: ids must be above 0-0")
+    return parsed
+
+
+def explicit_ids(given: Sequence[str | bytes], keys: Sequence[Hashable]) -> list[str] | None:
+    """The canonical ids (``"*"`` or ``"MS-SEQ"``) of entries going to ``keys``, checked
+    as far as possible before sending: one per entry, valid, rising within a partition,
+    none after a ``"*"`` of its partition (the store picks that one, so no later id can
+    be known to be above it). None if every id is ``"*"``."""
+    if isinstance(given, str | bytes):
+        raise ValueError("stream_ids must be a list of ids, one per record")
+    if len(given) != len(keys):
+        raise ValueError(f"{len(given)} stream_ids for {len(keys)} records: give one per record")
+    out: list[str] = []
+    last: dict[Hashable, tuple[int, int] | None] = {}
+    for n, (text, key) in enumerate(zip(given, keys, strict=True), 1):
+        parsed = parse_entry_id(text)
+        if parsed is None:
+            last[key] = None
+            out.append("*")
+            continue
+        if key in last:
+            before = last[key]
+            if before is None:
+                raise ValueError(
+                    f"id {n} ({text!r}) follows a '*' of its partition: cannot be known to be "
+                    "above the id the store picks"
+                )
+            if parsed <= before:
+                raise ValueError(
+                    f"id {n} ({text!r}) is not above {before[0]}-{before[1]}, sent before it "
+                    "to the same partition"
+                )
+        last[key] = parsed
+        out.append(f"{parsed[0]}-{parsed[1]}")
+    return None if all(i == "*" for i in out) else out
+
+
 def _primitive_value(value: Any) -> bytes | str | int | float:
+    """A primitive field as runnel 0.1's Redis client wrote it: ``str(value)`` for bools
+    (``True``/``False``); numbers, text and bytes go to the transport as they are. Reading
+    takes these and ``1``/``0`` (what earlier versions of this one wrote) alike."""
     if value is True:
-        return b"1"
+        return b"True"
     if value is False:
-        return b"0"
+        return b"False"
     return value

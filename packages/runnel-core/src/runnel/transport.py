@@ -79,10 +79,20 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     async def append(
-        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[bytes]:
-        """Append ``(partition, fields)`` entries in one round trip, all or none; return
-        their ids."""
+        """Append ``(partition, fields)`` entries in one round trip, all or none;
+        return their ids.
+
+        ``ids`` (only passed when a caller gives them) are the entries' ids, ``"*"`` for
+        one the store picks, else ``"MS-SEQ"`` in canonical decimal; the caller has checked
+        that those of one partition rise and that none follows a ``"*"`` of its partition.
+        If one is not above the last id its partition ever had, nothing is appended and
+        :class:`~runnel.exceptions.EntryIdError` is raised.
+        """
 
     @abc.abstractmethod
     async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:

@@ -20,17 +20,20 @@ class Worker:
         self.app = app
 
     def start(self, processors: str | Sequence[str] = "all") -> int:
-        """Run until stopped (SIGINT/SIGTERM or a HALT failure); return the exit code.
+        """Run until stopped by SIGINT/SIGTERM; return the exit code (0).
 
-        ``processors`` is ``"all"`` or a list of processor names, as in 0.1. Blocks:
-        it runs its own event loop, so call it from synchronous code.
+        As 0.1 documented for ``ExceptionPolicy.HALT``, a processor's exception
+        propagates: the worker stops gracefully (what other partitions have in flight is
+        finished and acknowledged; the failed event is not) and then raises it here.
+        ``processors`` is ``"all"`` or a list of processor names, as in 0.1. Blocks: it
+        runs its own event loop, so call it from synchronous code.
         """
         chosen = None if processors == "all" else list(processors)
         return asyncio.run(self._start(chosen))
 
     async def _start(self, processors: list[str] | None) -> int:
         try:
-            return await self.app.run_worker(processors)
+            return await self.app.run_worker(processors, halt_raises=True)
         finally:
             await self.app.aclose()
 

@@ -180,6 +180,57 @@ end
 return ids
 """
 
+# APPEND with explicit ids (send(..., stream_ids=...)). KEYS: the partition streams.
+# ARGV[1]: MAXLEN (empty: no trimming); ARGV[1 + n]: the first explicit id going to
+# KEYS[n] (empty if none), then per entry: its stream's index in KEYS, its id ("*" or a
+# canonical "MS-SEQ"), its number of fields, its fields and values. The caller has checked
+# that a stream's ids rise and that none follows a "*"; so if each first id is above its
+# stream's last generated id, every XADD succeeds. Otherwise appends none and replies
+# IDORDER.
+APPEND_AT = """
+local function above(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if #am ~= #bm then return #am > #bm end
+  if am ~= bm then return am > bm end
+  if #as ~= #bs then return #as > #bs end
+  return as > bs
+end
+for n, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'stream' and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a stream')
+  end
+  local first = ARGV[n + 1]
+  if first ~= '' and kind == 'stream' then
+    local info = redis.call('XINFO', 'STREAM', key)
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' and not above(first, info[i + 1]) then
+        return redis.error_reply('IDORDER entry id ' .. first .. ' is not above '
+          .. info[i + 1] .. ', the last id of ' .. key)
+      end
+    end
+  end
+end
+local ids = {}
+local i = #KEYS + 2
+local last = #ARGV
+while i <= last do
+  local args = {'XADD', KEYS[tonumber(ARGV[i])]}
+  if ARGV[1] ~= '' then
+    args = {'XADD', args[2], 'MAXLEN', '~', ARGV[1]}
+  end
+  args[#args + 1] = ARGV[i + 1]
+  local stop = i + 2 + 2 * tonumber(ARGV[i + 2])
+  for j = i + 3, stop do
+    args[#args + 1] = ARGV[j]
+  end
+  ids[#ids + 1] = redis.call(unpack(args))
+  i = stop + 1
+end
+return ids
+"""
+
 # KEYS[1]: the admin lock. ARGV: token, ttl_ms. SET NX PX, allowed when Redis is full.
 TAKE = (
     ALLOW_OOM

@@ -10,6 +10,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
+from runnel.exceptions import EntryIdError
 from runnel.transport import Fields, PartitionId, Transport
 from runnel.urls import redact
 from runnel_redis import errors, keys, resp, scripts
@@ -43,6 +44,7 @@ class RedisTransport(Transport):
         self._keys: dict[PartitionId, str] = {}
         self._client: aioredis.Redis | None = None
         self._ensure_group: resp.Script | None = None
+        self._append_at_script: resp.Script | None = None
 
     def __repr__(self) -> str:
         return f"<RedisTransport {redact(self.url)}>"
@@ -54,8 +56,13 @@ class RedisTransport(Transport):
         return key
 
     async def append(
-        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[bytes]:
+        if ids is not None:
+            return await self._append_at(entries, maxlen, ids)
         key_of = self.partition_key
         if len(entries) == 1:
             partition, fields = entries[0]
@@ -82,10 +89,41 @@ class RedisTransport(Transport):
             + resp.arguments((len(streams), *streams))
             + resp.arguments(args)
         )
-        [ids] = await resp.exchange(self.redis, packed, 1)
-        if isinstance(ids, Exception):
-            raise ids
-        return ids
+        [added] = await resp.exchange(self.redis, packed, 1)
+        if isinstance(added, Exception):
+            raise added
+        return cast(list[bytes], added)
+
+    async def _append_at(
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None,
+        ids: Sequence[str],
+    ) -> list[bytes]:
+        """Append with explicit ids, all or none (see scripts.APPEND_AT)."""
+        streams: dict[str, int] = {}
+        firsts: list[str] = []
+        body: list[Any] = []
+        for (partition, fields), entry_id in zip(entries, ids, strict=True):
+            key = self.partition_key(partition)
+            index = streams.get(key)
+            if index is None:
+                index = streams[key] = len(streams) + 1
+                firsts.append("")
+            if entry_id != "*" and not firsts[index - 1]:
+                firsts[index - 1] = entry_id
+            body += (index, entry_id, len(fields))
+            for item in fields.items():
+                body += item
+        if self._append_at_script is None:
+            self._append_at_script = resp.Script(self.redis, scripts.APPEND_AT)
+        args = [maxlen if maxlen is not None else b"", *firsts, *body]
+        try:
+            return cast(list[bytes], await self._append_at_script(keys=list(streams), args=args))
+        except ResponseError as exc:
+            if str(exc).startswith("IDORDER"):
+                raise EntryIdError(str(exc).removeprefix("IDORDER ")) from None
+            raise
 
     async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
         # A script: XGROUP CREATE is refused on a full Redis even when the group exists.

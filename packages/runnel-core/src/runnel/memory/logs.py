@@ -51,9 +51,15 @@ class Log:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def append(self, values: dict[bytes, bytes], maxlen: int | None, now_ms: int) -> Id:
+    def append(
+        self, values: dict[bytes, bytes], maxlen: int | None, now_ms: int, at: Id | None = None
+    ) -> Id:
+        """Add an entry, at id ``at`` when given (the caller checked it is above the last)."""
         ms, seq = self.last_id
-        xid = (now_ms, 0) if now_ms > ms else (ms, seq + 1)
+        if at is not None:
+            xid = at
+        else:
+            xid = (now_ms, 0) if now_ms > ms else (ms, seq + 1)
         self.ids.append(xid)
         self.fields[xid] = values
         self.last_id = xid

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from runnel.exceptions import Misconfigured
+from runnel.exceptions import EntryIdError, Misconfigured
 from runnel.jobs.store import JobStore
 from runnel.memory.coordination import MemoryCoordination, MemoryLeadership
 from runnel.memory.logs import (
@@ -53,15 +53,32 @@ class MemoryTransport(Transport):
         return f"{app}.{stream}.{number}"
 
     async def append(
-        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[bytes]:
         converted = [(p, decode_fields(fields)) for p, fields in entries]
+        explicit = [_parse_id(i) for i in ids] if ids is not None else [None] * len(entries)
         store = self.server
         with store.lock:
+            checked: set[PartitionId] = set()
+            for (p, _), at in zip(converted, explicit, strict=True):
+                if at is not None and p not in checked:
+                    checked.add(p)
+                    last = store.log(p).last_id
+                    if at <= last:
+                        raise EntryIdError(
+                            f"id {at[0]}-{at[1]} is not above {last[0]}-{last[1]}, the last id "
+                            "of its partition"
+                        )
             now = wall_ms()
-            ids = [show_id(store.log(p).append(f, maxlen, now)) for p, f in converted]
+            added = [
+                show_id(store.log(p).append(f, maxlen, now, at))
+                for (p, f), at in zip(converted, explicit, strict=True)
+            ]
             store.notify({p for p, _ in converted})
-        return ids
+        return added
 
     async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
         with self.server.lock:
@@ -182,3 +199,11 @@ def _group(log: Log, group: str, partition: PartitionId) -> Group:
     if found is None:
         raise NoGroup(f"no consumer group {group!r} on {partition.stream}[{partition.number}]")
     return found
+
+
+def _parse_id(text: str) -> tuple[int, int] | None:
+    """``"*"`` -> None; ``"MS-SEQ"`` (already checked by the stream) -> its numbers."""
+    if text == "*":
+        return None
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)

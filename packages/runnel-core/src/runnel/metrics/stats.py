@@ -130,7 +130,7 @@ class WorkerStats:
         self.jobs = JobsStats()
 
     def processor(self, processor: Processor) -> ProcessorStats:
-        stats = self.processors.get(processor.name)
+        stats = self.processors.get(processor.id)
         if stats is None:
-            stats = self.processors[processor.name] = ProcessorStats(processor, self.enabled)
+            stats = self.processors[processor.id] = ProcessorStats(processor, self.enabled)
         return stats

@@ -96,6 +96,7 @@ class Executor:
 
     def halt(self, exc: BaseException) -> None:
         """HALT policy: a processor failed, so this worker stops (and exits non-zero)."""
+        self.worker.failure = self.worker.failure or exc
         self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r} failed: {exc!r}")
 
     def lost(self, partition: PartitionId) -> None:

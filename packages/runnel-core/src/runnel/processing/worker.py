@@ -77,6 +77,8 @@ class Worker:
                 stats=self.stats.jobs,
             )
         self.exit_code = 0
+        self.failure: BaseException | None = None
+        """The first exception a HALT processor raised (see App.run_worker's halt_raises)."""
         self._stopping = asyncio.Event()
         self._signals = 0
         self._leading = False
