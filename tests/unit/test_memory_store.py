@@ -442,3 +442,18 @@ def test_worker_processes_refuse_a_store_of_one_process(tmp_path, monkeypatch) -
     assert result.exit_code != 0
     assert "Error: --processes 2: memory://x is a store inside one process" in result.output
     assert "Traceback" not in result.output
+
+
+async def test_explicit_ids_all_or_none(transport: MemoryTransport) -> None:
+    """``send(stream_ids=...)`` on memory://: ids kept as given; one too low sends nothing."""
+    from runnel.exceptions import EntryIdError
+
+    added = await transport.append(
+        [(part(0), {b"n": b"1"}), (part(0), {b"n": b"2"})], ids=["5-1", "5-3"]
+    )
+    assert added == [b"5-1", b"5-3"]
+    with pytest.raises(EntryIdError):
+        await transport.append(
+            [(part(1), {b"n": b"3"}), (part(0), {b"n": b"4"})], ids=["9-0", "5-3"]
+        )
+    assert await transport.lengths([part(0), part(1)]) == {part(0): 2, part(1): 0}
