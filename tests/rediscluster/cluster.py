@@ -118,6 +118,7 @@ class Node:
                     "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
                     "--appendonly", "no",
                     "--save", "",
+                    "--repl-diskless-sync-delay", "0",
                     "--protected-mode", "no",
                 ],
                 stdout=log,
@@ -278,11 +279,24 @@ class RedisClusterProcesses:
         node.start()
         _until(lambda: self._knows_again(node), f"{node.address} did not rejoin")
         self.wait_ok()
+        self.wait_replicas_synced()
 
     def _knows_again(self, node: Node) -> bool:
         for other in self.alive():
             line = next(line for line in other.view() if line.port == node.port)
             if line.flags & {"fail", "fail?"}:
+                return False
+        return True
+
+    def wait_replicas_synced(self) -> None:
+        """Until every live replica's link to its master is up (its first sync is done)."""
+        _until(self._synced, "replicas did not finish their first sync")
+
+    def _synced(self) -> bool:
+        for node in self.alive():
+            with node.client() as client:
+                info = client.info("replication")
+            if info["role"] == "slave" and info.get("master_link_status") != "up":
                 return False
         return True
 
@@ -377,6 +391,7 @@ def start_cluster(
                 lambda: all(len(cluster.replicas_of(m)) == replicas for m in cluster.masters()),
                 "replicas did not attach",
             )
+            cluster.wait_replicas_synced()
         yield cluster
     finally:
         cluster.stop()
