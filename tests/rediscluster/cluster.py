@@ -342,6 +342,18 @@ class RedisClusterProcesses:
                 master.command("CLUSTER", "SETSLOT", slot, "NODE", to.node_id)
         self.wait_ok()
 
+    def finish_open_migrations(self) -> None:
+        """Complete every slot migration a test left half done (towards its target)."""
+        for source in self.masters():
+            own = _text(source.command("CLUSTER", "NODES"))
+            line = next(line for line in own.splitlines() if "myself" in line.split()[2])
+            for item in line.split()[8:]:
+                if "->-" in item:
+                    slot, target_id = item.strip("[]").split("->-")
+                    target = next(n for n in self.nodes if n.node_id == target_id)
+                    self.move_keys(int(slot), source, target)
+                    self.finish_migration(int(slot), target)
+
     def migrate_slot(self, slot: int, to: Node) -> None:
         """Move one slot with all its keys to another master, the way redis-cli does."""
         source = self.begin_migration(slot, to)

@@ -2,7 +2,8 @@
 
 ``redis_cluster``: 3 masters for the whole session, emptied before each test that asks
 for it. ``redis_cluster_replicas``: 3 masters with a replica each, for failover tests;
-every node a test killed is brought back (as a replica) after it. Both skip with the
+every node a test killed is brought back (as a replica) after it. A slot migration a test
+leaves half done is completed after it. Both skip with the
 reason when redis-server or redis-cli is not installed.
 """
 
@@ -36,10 +37,11 @@ def _cluster_with_replicas(
 
 
 @pytest.fixture
-def redis_cluster(_cluster_masters: RedisClusterProcesses) -> RedisClusterProcesses:
-    """3 masters, no replicas, emptied first."""
+def redis_cluster(_cluster_masters: RedisClusterProcesses) -> Iterator[RedisClusterProcesses]:
+    """3 masters, no replicas, emptied first; a migration left half done is finished after."""
     _cluster_masters.flush()
-    return _cluster_masters
+    yield _cluster_masters
+    _cluster_masters.finish_open_migrations()
 
 
 @pytest.fixture
@@ -51,6 +53,7 @@ def redis_cluster_replicas(
     _cluster_with_replicas.flush()
     yield _cluster_with_replicas
     _cluster_with_replicas.heal()
+    _cluster_with_replicas.finish_open_migrations()
 
 
 @pytest.fixture

@@ -15,8 +15,10 @@ from runnel.exceptions import Misconfigured
 from runnel_redis import keys
 from runnel_redis.layout import Classic, Cluster, KeyLayout, encode, hash_tag, layout_for
 
-# Names with the characters that matter: separators, braces, percent signs, unicode.
-names = st.text(alphabet=st.sampled_from("ab.:{}%é中\\ -_0") | st.characters(), max_size=12)
+# Names with the characters that matter: separators, braces, percent signs, unicode (but
+# no lone surrogates: they cannot be encoded as UTF-8, so no Redis key can hold them).
+chars = st.sampled_from("ab.:{}%é中\\ -_0") | st.characters(exclude_categories=["Cs"])
+names = st.text(alphabet=chars, max_size=12)
 numbers = st.integers(min_value=0, max_value=10_000)
 cluster = Cluster()
 
