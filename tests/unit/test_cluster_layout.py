@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
@@ -21,6 +21,8 @@ chars = st.sampled_from("ab.:{}%é中\\ -_0") | st.characters(exclude_categories
 names = st.text(alphabet=chars, max_size=12)
 numbers = st.integers(min_value=0, max_value=10_000)
 cluster = Cluster()
+LOADED = settings(deadline=None)
+"""No per-example deadline: the machine may be busy; these are not timing tests."""
 
 
 def slot(key: str) -> int:
@@ -31,6 +33,7 @@ def slots(*found: str) -> set[int]:
     return {slot(key) for key in found}
 
 
+@LOADED
 @given(names, names, names, names, numbers)
 def test_a_partition_stream_and_its_locks_share_a_slot(
     app: str, stream: str, first: str, second: str, number: int
@@ -43,6 +46,7 @@ def test_a_partition_stream_and_its_locks_share_a_slot(
     assert together == {slot("{" + cluster.partition_tag(app, stream, number) + "}")}
 
 
+@LOADED
 @given(names, names, names, names, names)
 def test_the_keys_of_a_processor_share_a_slot(
     app: str, stream: str, processor: str, first: str, second: str
@@ -58,6 +62,7 @@ def test_the_keys_of_a_processor_share_a_slot(
     assert len(together) == 1
 
 
+@LOADED
 @given(names, names, names)
 def test_the_leader_and_the_whole_job_queue_share_a_slot(
     app: str, job_id: str, executor: str
@@ -82,6 +87,7 @@ def test_the_leader_and_the_whole_job_queue_share_a_slot(
     assert cluster.job_result(app, job_id) == prefix + "result." + job_id
 
 
+@LOADED
 @given(names, names, names, names, numbers)
 def test_names_with_braces_cannot_move_the_tag(
     app: str, stream: str, processor: str, executor: str, number: int
@@ -103,6 +109,7 @@ def test_names_with_braces_cannot_move_the_tag(
         assert "{" not in tag and "}" not in tag
 
 
+@LOADED
 @given(names)
 def test_encoding_is_reversible(name: str) -> None:
     encoded = encode(name)
@@ -138,6 +145,7 @@ def _every_key(layout: KeyLayout) -> st.SearchStrategy[tuple[str, tuple[Any, ...
     return st.sampled_from(sorted(kinds)).flatmap(build)
 
 
+@LOADED
 @given(_every_key(cluster), _every_key(cluster))
 def test_different_things_never_share_a_cluster_key(
     one: tuple[str, tuple[Any, ...], str], other: tuple[str, tuple[Any, ...], str]
@@ -173,6 +181,7 @@ def test_the_partitions_of_a_stream_spread_over_slots() -> None:
     assert len(slots(*(cluster.partition("shop", "orders", n) for n in range(16)))) == 16
 
 
+@LOADED
 @given(_every_key(Classic()))
 def test_the_classic_layout_is_keys_py_unchanged(found: tuple[str, tuple[Any, ...], str]) -> None:
     kind, args, key = found
