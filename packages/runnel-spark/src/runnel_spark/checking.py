@@ -38,7 +38,7 @@ def check_rows(df: DataFrame, *, limit: int = 5, **options: str) -> Checked:
     ``options`` are the data source's (``stream=``, ``app=``); no Redis is needed.
     ``errors`` holds the messages of up to ``limit`` bad rows.
     """
-    target = Target.from_options(options, redis_needed=False)
+    target = Target.from_options(options)
     target.stream()  # fail here, on the driver, if the stream cannot be imported
 
     def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

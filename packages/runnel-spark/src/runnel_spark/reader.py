@@ -1,8 +1,9 @@
 """Reading streams into Spark: batch reads over id ranges, and micro-batches for streaming.
 
-Every task reads one range of one partition with ``XRANGE`` in chunks, decodes each entry
-with the stream's own ``decode`` (so every codec, compression and primitive records work)
-and hands Spark one Arrow batch per chunk.
+Every task reads one range of one partition through the store's synchronous log
+(:class:`runnel.synclog.SyncLog`), ``chunkSize`` entries per round trip, decodes each
+entry with the stream's own ``decode`` (so every codec, compression and primitive records
+work) and hands Spark one Arrow batch per chunk.
 """
 
 from __future__ import annotations
@@ -20,9 +21,19 @@ from pyspark.sql.types import StructType
 from runnel.exceptions import DecodeError, Misconfigured
 from runnel.record import Record
 from runnel.stream import Stream
+from runnel.synclog import next_id
 from runnel_spark import ranges
 from runnel_spark.schema import ID, PARTITION, TIMESTAMP, derive
 from runnel_spark.target import Target, positive
+
+try:  # PySpark >= 4.2: rate limits and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - PySpark 4.0/4.1
+    ReadMaxRows = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stands in for PySpark's mixin, which older versions lack."""
+
 
 SPLIT_SIZE = 100_000
 """Entries per Spark input partition, about: a larger stream partition is read in parts."""
@@ -30,7 +41,8 @@ SPLIT_SIZE = 100_000
 
 @dataclasses.dataclass
 class Split(InputPartition):
-    """One task's work: the entries of partition ``number`` between ``lo`` and ``hi``."""
+    """One task's work: the entries of partition ``number`` from ``lo`` to ``hi`` (ids,
+    both included)."""
 
     number: int
     key: str
@@ -53,10 +65,10 @@ class RunnelReader(DataSourceReader):
         keys = [self.target.key(stream, n) for n in range(stream.partition_count)]
         # The last id of each partition now bounds the read, so what is written while the
         # query runs (by this very job, say) is not read.
-        found = ranges.extents(self.target.client(), keys)
+        found = self.target.sync_log().extents(keys)
         splits: list[InputPartition] = []
         for number, (key, extent) in enumerate(zip(keys, found, strict=True)):
-            for lo, hi in ranges.plan(extent, self.start, self.end, self.split_size):
+            for lo, hi in ranges.plan(ranges.extent(extent), self.start, self.end, self.split_size):
                 splits.append(Split(number, key, lo, hi))
         return splits
 
@@ -66,17 +78,25 @@ class RunnelReader(DataSourceReader):
         return read_split(self.target, self.schema, partition)
 
 
-class RunnelStreamReader(DataSourceStreamReader):
+class RunnelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("runnel")``: offsets are the last id read per partition.
 
     They live in Spark's checkpoint, so a restarted query goes on after the last
-    micro-batch it committed; no consumer group is created or moved.
+    micro-batch it committed; no consumer group is created or moved. With
+    ``maxEntriesPerTrigger`` a micro-batch reads at most that many entries;
+    ``trigger(availableNow=True)`` reads what is there when the query starts, then stops.
     """
 
     def __init__(self, target: Target, schema: StructType, options: dict[str, str]) -> None:
         self.target = target
         self.schema = schema
         self.starting = options.get("startingoffsets", "earliest")
+        self.max_entries = (
+            positive(options, "maxentriespertrigger", 1)
+            if "maxentriespertrigger" in options
+            else None
+        )
+        self.until: dict[str, str] | None = None
 
     def _keys(self) -> tuple[Stream, list[str]]:
         stream = self.target.stream()
@@ -88,7 +108,7 @@ class RunnelStreamReader(DataSourceStreamReader):
         if starting.lower() == "earliest":
             return {str(n): ranges.show(ranges.FIRST) for n in range(stream.partition_count)}
         if starting.lower() == "latest":
-            return self.latestOffset()
+            return self._latest()
         try:
             given = json.loads(starting)
             offsets = {str(n): ranges.show(ranges.FIRST) for n in range(stream.partition_count)}
@@ -103,11 +123,61 @@ class RunnelStreamReader(DataSourceStreamReader):
                 f'{{"PARTITION": "LAST-ID-READ", ...}} ({exc})'
             ) from None
 
-    # The pre-4.2 signature, which Spark still calls (pyspark>=4.0 is supported).
-    def latestOffset(self) -> dict[str, str]:  # type: ignore[override]
+    def _latest(self) -> dict[str, str]:
+        """The newest id of each partition now (capped by ``until`` for availableNow)."""
         _, keys = self._keys()
-        found = ranges.last_ids(self.target.client(), keys)
-        return {str(n): xid or ranges.show(ranges.FIRST) for n, xid in enumerate(found)}
+        found = self.target.sync_log().extents(keys)
+        first = ranges.show(ranges.FIRST)
+        latest = {str(n): extent.last or first for n, extent in enumerate(found)}
+        if self.until is not None:
+            for n, xid in latest.items():
+                cap = self.until.get(n, first)
+                if ranges.split_id(cap) < ranges.split_id(xid):
+                    latest[n] = cap
+        return latest
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``trigger(availableNow=True)``: read up to what is there now, then stop."""
+        self.until = None
+        self.until = self._latest()
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.max_entries is not None and ReadMaxRows is not None:
+            return ReadMaxRows(self.max_entries)
+        return super().getDefaultReadLimit()
+
+    # PySpark 4.0 and 4.1 call this without arguments, later ones with both.
+    def latestOffset(  # type: ignore[override]
+        self, start: dict[str, str] | None = None, limit: Any = None
+    ) -> dict[str, str]:
+        latest = self._latest()
+        if start is None or ReadMaxRows is None or not isinstance(limit, ReadMaxRows):
+            return latest
+        return self._bounded(start, latest, limit.maxRows)
+
+    def _bounded(self, start: dict[str, str], latest: dict[str, str], budget: int) -> dict[str, str]:
+        """At most ``budget`` entries past ``start``, shared evenly by partitions with new ones."""
+        first = ranges.show(ranges.FIRST)
+        behind = [
+            n
+            for n, xid in latest.items()
+            if ranges.split_id(xid) > ranges.split_id(start.get(n, first))
+        ]
+        out = {n: start.get(n, first) for n in latest}
+        if not behind:
+            return out
+        shares = [budget // len(behind) + (i < budget % len(behind)) for i in range(len(behind))]
+        _, keys = self._keys()
+        asked = [
+            (keys[int(n)], next_id(out[n]), latest[n], share)
+            for n, share in zip(behind, shares, strict=True)
+            if share > 0
+        ]
+        found = self.target.sync_log().nth_ids(asked)
+        for n, xid in zip([n for n, s in zip(behind, shares, strict=True) if s > 0], found, strict=True):
+            if xid is not None:
+                out[n] = xid
+        return out
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> list[InputPartition]:
         _, keys = self._keys()
@@ -117,7 +187,7 @@ class RunnelStreamReader(DataSourceStreamReader):
             after, upto = start.get(str(number), first), end.get(str(number), first)
             if ranges.split_id(upto) <= ranges.split_id(after):
                 continue
-            splits.append(Split(number, key, "-" if after == first else f"({after}", upto))
+            splits.append(Split(number, key, first if after == first else next_id(after), upto))
         return splits
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -125,14 +195,14 @@ class RunnelStreamReader(DataSourceStreamReader):
         return read_split(self.target, self.schema, partition)
 
     def commit(self, end: dict[str, str]) -> None:
-        """Nothing to do: Redis keeps the entries until ``partition_size`` trims them."""
+        """Nothing to do: the store keeps the entries until ``partition_size`` trims them."""
 
 
 def read_split(target: Target, schema: StructType, split: Split) -> Iterator[pa.RecordBatch]:
     stream = target.stream()
-    client = target.client()
+    log = target.sync_log()
     build = _batch_builder(stream.record, schema)
-    for entries in ranges.read_range(client, split.key, split.lo, split.hi, target.chunk):
+    for entries in log.read(split.key, split.lo, split.hi, target.chunk):
         records = [_decode(target, stream, split, xid, fields) for xid, fields in entries]
         yield build(records, [xid for xid, _ in entries], split.number)
 

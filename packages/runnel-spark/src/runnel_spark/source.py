@@ -41,7 +41,7 @@ class RunnelDataSource(DataSource):
         return lower(self.options)
 
     def schema(self) -> StructType:
-        target = Target.from_options(self._options(), redis_needed=False)
+        target = Target.from_options(self._options())
         return stream_schema(target.stream())
 
     def reader(self, schema: StructType) -> DataSourceReader:

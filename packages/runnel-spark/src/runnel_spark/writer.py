@@ -3,8 +3,9 @@
 Each Spark task turns its rows into records exactly as ``stream.send`` does (validate,
 route with the stream's hasher, encode), so a key lands in the partition a Python
 producer would pick. It checks every row before it sends any, so a bad row fails the task
-with nothing of it written; then it appends the rows in order, ``chunkSize`` per
-``MULTI``/``EXEC`` round trip, each with ``XADD ... MAXLEN ~ partition_size``.
+with nothing of it written; then it appends the rows in order through the store's
+synchronous log, ``chunkSize`` per round trip, each chunk all or none (the same append
+``stream.send`` uses), trimming each partition to about ``partition_size``.
 
 Delivery is at least once. A task that fails while sending says how far it got; when
 Spark runs it again, the new attempt sends all its rows again, so the chunks the failed
@@ -21,7 +22,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
-import redis
 from pydantic import ValidationError
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 from runnel.cli.common import describe
 from runnel.exceptions import Misconfigured, RunnelError
 from runnel.stream import Stream
+from runnel.synclog import LogError
 from runnel_spark.schema import into_record
 from runnel_spark.target import Target
 
@@ -134,21 +135,18 @@ def write_task(target: Target, batches: Iterable[Any]) -> WriteReport:
 
 
 def append(target: Target, stream: Stream, entries: list[Any], place: str) -> None:
-    client = target.client()
+    log = target.sync_log()
     sent = 0
     for start in range(0, len(entries), target.chunk):
         chunk = entries[start : start + target.chunk]
         try:
-            with client.pipeline(transaction=True) as pipe:
-                for key, fields in chunk:
-                    pipe.xadd(key, fields, maxlen=stream.partition_size, approximate=True)
-                pipe.execute()
-        except (redis.RedisError, OSError) as exc:
+            log.append(chunk, stream.partition_size)
+        except LogError as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
                 f"{sent}: rows 1-{sent} are in the stream, rows {sent + 1}-{sent + len(chunk)} "
-                "(the chunk in flight, sent as one MULTI/EXEC) may be, the rest are not; "
-                f"a retry of the task appends all of them again ({type(exc).__name__}: {exc})"
+                "(the chunk in flight, appended all or none) may be, the rest are not; "
+                f"a retry of the task appends all of them again ({exc})"
             ) from exc
         sent += len(chunk)
 
