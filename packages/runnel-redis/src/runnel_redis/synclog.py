@@ -7,6 +7,7 @@ so a batch is written whole or not at all in one command and one reply.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -75,11 +76,11 @@ class RedisLog(SyncLog):
                 raise self._failed(f"reading {key} from {first}", exc) from exc
             if not raw:
                 return
-            entries: Entries = []
-            for xid, flat in raw:
-                it = iter(flat or ())  # a trimmed entry has no fields
-                entries.append((xid, dict(zip(it, it, strict=True))))
-            yield entries
+            # Runnel's entries have one field: build that dict directly.
+            yield [
+                (xid, {flat[0]: flat[1]} if flat and len(flat) == 2 else _fields(flat))
+                for xid, flat in raw
+            ]
             if len(raw) < count:
                 return
             first = next_id(raw[-1][0].decode())
@@ -99,16 +100,10 @@ class RedisLog(SyncLog):
         if not entries:
             return
         streams: dict[str, int] = {}
-        args: list[Any] = [maxlen if maxlen is not None else b""]
-        for key, fields in entries:
-            index = streams.get(key)
-            if index is None:
-                index = streams[key] = len(streams) + 1
-            args += (index, len(fields))
-            for item in fields.items():
-                args += item
-        head = resp.header(3 + len(streams) + len(args))
-        tail = resp.arguments((len(streams), *streams)) + resp.arguments(args)
+        packed, count = _pack_entries(entries, streams)
+        maxlen_arg = resp.arguments((maxlen if maxlen is not None else b"",))
+        head = resp.header(4 + len(streams) + count)
+        tail = resp.arguments((len(streams), *streams)) + maxlen_arg + packed
         try:
             try:
                 self._exchange(head + _EVALSHA_APPEND + tail)
@@ -142,6 +137,46 @@ class RedisLog(SyncLog):
         if self._redis is not None:
             self._redis.close()
             self._redis = None
+
+
+def _pack_entries(
+    entries: Sequence[tuple[str, Fields]], streams: dict[str, int]
+) -> tuple[bytes, int]:
+    """The APPEND script's arguments after MAXLEN, packed (see scripts.APPEND), and their
+    number; fills ``streams`` with each key's index. Small numbers and field names repeat
+    on every entry, so their packed forms are kept."""
+    out: list[bytes] = []
+    add = out.append
+    count = 0
+    for key, fields in entries:
+        index = streams.get(key)
+        if index is None:
+            index = streams[key] = len(streams) + 1
+        add(_number(index))
+        add(_number(len(fields)))
+        count += 2 + 2 * len(fields)
+        for name, value in fields.items():
+            add(_name(name))
+            if type(value) is bytes:
+                add(b"$%d\r\n%b\r\n" % (len(value), value))
+            else:  # str, numbers: as the transport sends them
+                add(resp.arguments((value,)))
+    return b"".join(out), count
+
+
+@functools.cache
+def _number(n: int) -> bytes:
+    return resp.arguments((n,))
+
+
+@functools.cache
+def _name(name: bytes | str) -> bytes:
+    return resp.arguments((name,))
+
+
+def _fields(flat: list[bytes] | None) -> dict[bytes, bytes]:
+    it = iter(flat or ())  # a trimmed entry has no fields
+    return dict(zip(it, it, strict=True))
 
 
 def _first_id(reply: Any) -> str | None:

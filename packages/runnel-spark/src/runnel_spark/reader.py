@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -202,8 +203,12 @@ def read_split(target: Target, schema: StructType, split: Split) -> Iterator[pa.
     stream = target.stream()
     log = target.sync_log()
     build = _batch_builder(stream.record, schema)
+    decode = stream.decode
     for entries in log.read(split.key, split.lo, split.hi, target.chunk):
-        records = [_decode(target, stream, split, xid, fields) for xid, fields in entries]
+        try:
+            records = [decode(fields) for _, fields in entries]
+        except DecodeError:  # find which, loading newer schemas first if there are any
+            records = [_decode(target, stream, split, xid, fields) for xid, fields in entries]
         yield build(records, [xid for xid, _ in entries], split.number)
 
 
@@ -220,8 +225,8 @@ def _decode(target: Target, stream: Stream, split: Split, xid: bytes, fields: An
 
 
 Builder = Callable[[list[Record], list[bytes], int], pa.RecordBatch]
-Plan = Callable[[list[Record], list[bytes], int], list[Any]]
-"""The values of one column for a chunk: from its records, entry ids and partition."""
+Plan = Callable[[list[Record], "pa.Array[Any]", int, pa.DataType], "pa.Array[Any]"]
+"""One column of a chunk, from its records, entry ids (binary) and partition number."""
 
 _builders: dict[tuple[type[Record], str], Builder] = {}
 
@@ -252,11 +257,11 @@ def _new_builder(record: type[Record], schema: StructType) -> Builder:
         if name in columns:
             plans.append(_field(name, columns[name].out))
         elif name == PARTITION:
-            plans.append(lambda records, ids, number: [number] * len(ids))
+            plans.append(_partition)
         elif name == ID:
-            plans.append(lambda records, ids, number: [x.decode() for x in ids])
-        elif name == TIMESTAMP:  # the milliseconds of each id, as microseconds
-            plans.append(lambda records, ids, number: [int(x[: x.index(b"-")]) * 1000 for x in ids])
+            plans.append(_id)
+        elif name == TIMESTAMP:
+            plans.append(_timestamp)
         else:
             raise Misconfigured(
                 f"column {name!r} is not a field of {record.__name__} "
@@ -264,10 +269,8 @@ def _new_builder(record: type[Record], schema: StructType) -> Builder:
             )
 
     def build(records: list[Record], ids: list[bytes], number: int) -> pa.RecordBatch:
-        arrays = [
-            pa.array(fn(records, ids, number), type=field.type)
-            for fn, field in zip(plans, arrow, strict=True)
-        ]
+        xids = pa.array(ids, pa.binary())
+        arrays = [fn(records, xids, number, f.type) for fn, f in zip(plans, arrow, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=arrow)
 
     return build
@@ -275,5 +278,23 @@ def _new_builder(record: type[Record], schema: StructType) -> Builder:
 
 def _field(name: str, out: Any) -> Plan:
     if out is None:
-        return lambda records, ids, number: [r.__dict__[name] for r in records]
-    return lambda records, ids, number: [out(r.__dict__[name]) for r in records]
+        return lambda records, ids, number, kind: pa.array(
+            [r.__dict__[name] for r in records], kind
+        )
+    return lambda records, ids, number, kind: pa.array(
+        [out(r.__dict__[name]) for r in records], kind
+    )
+
+
+def _partition(records: list[Record], ids: Any, number: int, kind: pa.DataType) -> Any:
+    return pa.repeat(pa.scalar(number, kind), len(ids))
+
+
+def _id(records: list[Record], ids: Any, number: int, kind: pa.DataType) -> Any:
+    return ids.cast(kind)
+
+
+def _timestamp(records: list[Record], ids: Any, number: int, kind: pa.DataType) -> Any:
+    """The milliseconds of each id, as a timestamp."""
+    millis = pc.list_element(pc.split_pattern(ids.cast(pa.string()), "-", max_splits=1), 0)
+    return pc.multiply(millis.cast(pa.int64()), 1000).cast(kind)
