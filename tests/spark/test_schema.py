@@ -231,3 +231,15 @@ def test_partition_column_type() -> None:
         ("_id", StringType()),
         ("_timestamp", TimestampType()),
     ]
+
+
+def test_a_bad_row_shows_bytes_readably() -> None:
+    from runnel_spark.writer import BadRow, Encoder
+    from tests.spark import streams
+
+    encode = Encoder(streams.pings_out)
+    with pytest.raises(BadRow) as caught:
+        encode({"key": b"\x00\xff", "n": 1, "extra": b"plain text"}, "row 1")
+    message = str(caught.value)
+    assert '"key": "0x00ff"' in message and '"extra": "plain text"' in message
+    assert "b'" not in message

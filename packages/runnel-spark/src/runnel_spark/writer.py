@@ -14,11 +14,12 @@ attempt had written are in the stream twice.
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -31,7 +32,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from runnel.cli.common import describe
+from runnel.cli.common import describe, shown_plain
 from runnel.exceptions import Misconfigured, RunnelError
 from runnel.stream import Stream
 from runnel.synclog import LogError
@@ -79,13 +80,17 @@ def check_columns(stream: Stream, schema: StructType) -> None:
 class Encoder:
     """Turns plain rows into ``(partition number, fields)`` exactly as producers do."""
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: Stream, base64: Sequence[str] = ()) -> None:
         self.stream = stream
         self.into = into_record(stream.record)
+        self.base64 = tuple(base64)
+        """Fields whose text is base64 for their bytes (as files hold bytes)."""
 
     def __call__(self, row: dict[str, Any], where: str) -> tuple[int, dict[bytes, Any]]:
         stream = self.stream
         try:
+            if self.base64:
+                row = self._unbase64(row, where)
             record = stream.validate(self.into(row))
             return stream.partition_number(record), stream.encode(record)
         except ValidationError as exc:
@@ -93,6 +98,21 @@ class Encoder:
         except Exception as exc:
             problem = f"cannot be routed or encoded: {type(exc).__name__}: {exc}"
         raise BadRow(f"{stream.id}: {where} is {problem}; the row: {_show(row)}")
+
+    def _unbase64(self, row: dict[str, Any], where: str) -> dict[str, Any]:
+        decoded = dict(row)
+        for name in self.base64:
+            value = row.get(name)
+            if isinstance(value, str):
+                try:
+                    decoded[name] = binascii.a2b_base64(value, strict_mode=True)
+                except binascii.Error as exc:
+                    raise BadRow(
+                        f"{self.stream.id}: {where} is not a valid {self.stream.record.__name__}: "
+                        f"{name}: bytes must be given as base64 ({exc}) "
+                        f"(got {json.dumps(value, ensure_ascii=False)}); the row: {_show(row)}"
+                    ) from None
+        return decoded
 
 
 def plain_rows(batches: Iterable[Any]) -> Iterator[dict[str, Any]]:
@@ -152,7 +172,7 @@ def append(target: Target, stream: Stream, entries: list[Any], place: str) -> No
 
 
 def _show(row: dict[str, Any]) -> str:
-    text = json.dumps(row, default=str, ensure_ascii=False)
+    text = json.dumps(row, default=shown_plain, ensure_ascii=False)
     return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
 
 
