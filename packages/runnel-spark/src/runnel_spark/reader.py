@@ -154,7 +154,7 @@ class RunnelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._latest()
         if start is None or ReadMaxRows is None or not isinstance(limit, ReadMaxRows):
             return latest
-        return self._bounded(start, latest, limit.maxRows)
+        return self._bounded(start, latest, limit.max_rows)
 
     def _bounded(self, start: dict[str, str], latest: dict[str, str], budget: int) -> dict[str, str]:
         """At most ``budget`` entries past ``start``, shared evenly by partitions with new ones."""
