@@ -96,6 +96,6 @@ def test_import_names_the_row_field_and_value_of_bytes_that_are_not_base64(
     error = done.stderr.strip().splitlines()[-1]
     assert error.startswith("Error: 1 of 2 rows of orders.jsonl are not valid, nothing was sent")
     assert "row 2 of Spark partition 0" in error
-    assert 'blob: bytes must be given as base64' in error and '(got "no base64!")' in error
+    assert "blob: bytes must be given as base64" in error and '(got "no base64!")' in error
     assert "collectToPython" not in error
     assert stored(redis_client, streams.orders_json_out) == []

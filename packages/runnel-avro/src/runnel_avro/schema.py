@@ -1,13 +1,15 @@
 """Avro schemas derived from Record classes, and the value conversions Avro needs.
 
-``derive(Record)`` maps the record's neutral tree (:mod:`runnel.record_types`) and returns the schema together with two
-compiled conversions: ``encode`` (what ``model_dump(mode="python")`` gives -> what fastavro
-writes) and ``decode`` (what fastavro reads -> what pydantic validates). Most fields need
+``derive(Record)`` maps the record's neutral tree (:mod:`runnel.record_types`) and returns
+the schema together with two compiled conversions: ``encode`` (what
+``model_dump(mode="python")`` gives -> what fastavro writes) and ``decode`` (what fastavro
+reads -> what pydantic validates). Most fields need
 neither, and then no per-event work is done for them.
 """
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import datetime
 import decimal
@@ -19,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
-
 
 from runnel import record_types as rt
 from runnel.exceptions import Misconfigured
@@ -146,8 +147,8 @@ class _Builder:
                 return _Plan("string")
             if kinds <= {int}:
                 return _Plan("long")
-            values = ", ".join(map(repr, node.values))
-            raise Misconfigured(f"{where}: Avro cannot carry a Literal of {values}")
+            shown = ", ".join(map(repr, node.values))
+            raise Misconfigured(f"{where}: Avro cannot carry a Literal of {shown}")
         if isinstance(node, rt.Array):
             items = self.type(node.item)
             enc = _each(items.encode)
@@ -211,7 +212,7 @@ class _Builder:
             _by_branch([(b.is_avro, b.decode) for b in ordered]),
         )
 
-    def enum(self, cls: type[enum.Enum], where: str) -> _Plan:
+    def enum(self, cls: builtins.type[enum.Enum], where: str) -> _Plan:
         # The values are the symbols when they can be; otherwise the member names are.
         by_value = _symbols_are_values(cls)
         symbols = [str(m.value) if by_value else m.name for m in cls]

@@ -146,7 +146,7 @@ class _Walker:
                 fields.append(
                     Field(
                         name,
-                        self.type(info.annotation, list(info.metadata), f"{where}.{name}"),
+                        self.annotation(info.annotation, list(info.metadata), f"{where}.{name}"),
                         required,
                         None if required else info.get_default(call_default_factory=True),
                         info.description,
@@ -156,15 +156,17 @@ class _Walker:
         finally:
             self.open.discard(cls)
 
-    def type(self, annotation: Any, metadata: list[Any], where: str) -> Node:
+    def annotation(self, annotation: Any, metadata: list[Any], where: str) -> Node:
         origin = typing.get_origin(annotation)
         args = typing.get_args(annotation)
         if origin is typing.Annotated:
-            return self.type(args[0], [*args[1:], *metadata], where)
+            return self.annotation(args[0], [*args[1:], *metadata], where)
         if annotation is type(None):
             return Null(where)
         if origin in (typing.Union, types.UnionType):
-            branches = tuple(self.type(a, metadata, where) for a in args if a is not type(None))
+            branches = tuple(
+                self.annotation(a, metadata, where) for a in args if a is not type(None)
+            )
             return Union(where, branches, len(branches) < len(args))
         if origin is typing.Literal:
             return Literal(where, args)
@@ -173,12 +175,12 @@ class _Walker:
                 return Opaque(where, annotation, "fixed-tuple")
             if not args:
                 return Opaque(where, annotation, "no-item-type")
-            return Array(where, self.type(args[0], [], f"{where}[]"))
+            return Array(where, self.annotation(args[0], [], f"{where}[]"))
         if origin in (dict, Mapping) or annotation is dict:
             if not args:
                 return Map(where, Opaque(where, Any, "any"), Opaque(f"{where}{{}}", Any, "any"))
-            key = self.type(args[0], [], where)
-            return Map(where, key, self.type(args[1], [], f"{where}{{}}"))
+            key = self.annotation(args[0], [], where)
+            return Map(where, key, self.annotation(args[1], [], f"{where}{{}}"))
         if isinstance(annotation, type):
             return self.concrete(annotation, metadata, where)
         return Opaque(where, annotation, "any")

@@ -148,7 +148,7 @@ class RunnelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return super().getDefaultReadLimit()
 
     # PySpark 4.0 and 4.1 call this without arguments, later ones with both.
-    def latestOffset(  # type: ignore[override]
+    def latestOffset(
         self, start: dict[str, str] | None = None, limit: Any = None
     ) -> dict[str, str]:
         latest = self._latest()
@@ -156,26 +156,23 @@ class RunnelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return latest
         return self._bounded(start, latest, limit.max_rows)
 
-    def _bounded(self, start: dict[str, str], latest: dict[str, str], budget: int) -> dict[str, str]:
+    def _bounded(
+        self, start: dict[str, str], latest: dict[str, str], budget: int
+    ) -> dict[str, str]:
         """At most ``budget`` entries past ``start``, shared evenly by partitions with new ones."""
         first = ranges.show(ranges.FIRST)
-        behind = [
-            n
-            for n, xid in latest.items()
-            if ranges.split_id(xid) > ranges.split_id(start.get(n, first))
-        ]
         out = {n: start.get(n, first) for n in latest}
+        behind = [n for n, xid in latest.items() if ranges.split_id(xid) > ranges.split_id(out[n])]
         if not behind:
             return out
-        shares = [budget // len(behind) + (i < budget % len(behind)) for i in range(len(behind))]
+        each, extra = divmod(budget, len(behind))
+        shares = {n: each + (i < extra) for i, n in enumerate(behind)}
+        asked = [n for n in behind if shares[n] > 0]
         _, keys = self._keys()
-        asked = [
-            (keys[int(n)], next_id(out[n]), latest[n], share)
-            for n, share in zip(behind, shares, strict=True)
-            if share > 0
-        ]
-        found = self.target.sync_log().nth_ids(asked)
-        for n, xid in zip([n for n, s in zip(behind, shares, strict=True) if s > 0], found, strict=True):
+        found = self.target.sync_log().nth_ids(
+            [(keys[int(n)], next_id(out[n]), latest[n], shares[n]) for n in asked]
+        )
+        for n, xid in zip(asked, found, strict=True):
             if xid is not None:
                 out[n] = xid
         return out

@@ -134,9 +134,9 @@ def _column(node: rt.Node) -> Column:
         return column
     if isinstance(node, rt.Literal):
         kinds = {type(a) for a in node.values}
-        for kind, spark in ((str, StringType()), (bool, BooleanType()), (int, LongType())):
+        for kind, carried in ((str, StringType()), (bool, BooleanType()), (int, LongType())):
             if kinds == {kind}:
-                return Column("", spark, False)
+                return Column("", carried, False)
         return _json()
     if isinstance(node, rt.Array):
         item = _column(node.item)
