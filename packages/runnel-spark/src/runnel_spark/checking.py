@@ -37,7 +37,7 @@ def check_rows(
 ) -> Checked:
     """Validate every row of ``df`` as a record of the stream named by ``options``.
 
-    ``options`` are the data source's (``stream=``, ``app=``); no Redis is needed.
+    ``options`` are the data source's (``stream=``, ``app=``); no store is needed.
     ``errors`` holds the messages of up to ``limit`` bad rows. Text in the ``base64``
     columns is checked as the base64 of their bytes (how CSV and JSON files hold bytes).
     """

@@ -50,7 +50,7 @@ class BadRow(RunnelError):
 
 
 class WriteFailed(RunnelError):
-    """Appending to Redis failed part-way through a task."""
+    """Appending to the store failed part-way through a task."""
 
 
 @dataclasses.dataclass
