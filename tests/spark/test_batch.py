@@ -193,7 +193,7 @@ def test_a_task_failing_while_sending_says_how_far_it_got(
         write(df, stream, redis_url, chunkSize="10")
     assert (
         "appending the 50 rows of Spark partition 0 (attempt 0) failed after 30: rows 1-30 "
-        "are in the stream, rows 31-40 (the chunk in flight, sent as one MULTI/EXEC) may be, "
+        "are in the stream, rows 31-40 (the chunk in flight, appended all or none) may be, "
         "the rest are not"
     ) in str(failure.value)
     written = redis_client.xrange("__strm:sparkt.pings_out.0")

@@ -80,3 +80,22 @@ def test_unknown_targets_and_files_fail_before_spark_starts(redis_url: str, tmp_
     done = run(tmp_path, redis_url, "import", "missing.json", "tests.spark.streams:pings")
     assert done.returncode == 1
     assert done.stderr.strip() == "Error: cannot read missing.json: no such file or directory"
+
+
+def test_import_names_the_row_field_and_value_of_bytes_that_are_not_base64(
+    streams: ModuleType, redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    common = '"customer": "c", "status": "new", "created_at": "2024-01-01T00:00:00Z"'
+    lines = [
+        f'{{"order_id": 1, {common}, "day": "2024-01-01", "items": [], "blob": "aGk="}}',
+        f'{{"order_id": 2, {common}, "day": "2024-01-01", "items": [], "blob": "no base64!"}}',
+    ]
+    (tmp_path / "orders.jsonl").write_text("\n".join(lines) + "\n")
+    done = run(tmp_path, redis_url, "import", "orders.jsonl", "tests.spark.streams:orders_json_out")
+    assert done.returncode == 1
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("Error: 1 of 2 rows of orders.jsonl are not valid, nothing was sent")
+    assert "row 2 of Spark partition 0" in error
+    assert "blob: bytes must be given as base64" in error and '(got "no base64!")' in error
+    assert "collectToPython" not in error
+    assert stored(redis_client, streams.orders_json_out) == []

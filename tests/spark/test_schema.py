@@ -6,6 +6,7 @@ import datetime
 import decimal
 import enum
 import itertools
+import pickle
 import uuid
 from typing import Any
 
@@ -30,7 +31,7 @@ from runnel import Record
 from runnel.exceptions import Misconfigured
 from runnel_spark import ranges
 from runnel_spark.schema import derive, into_record, record_schema
-from runnel_spark.target import resolve_url
+from runnel_spark.target import Target
 
 
 class Colour(enum.Enum):
@@ -205,14 +206,19 @@ def test_the_embedded_url_is_resolved_to_the_server_it_starts(tmp_path) -> None:
 
     url = f"redis+embedded://{tmp_path}"
     try:
-        resolved = resolve_url(url)
-        assert resolved == embedded.ensure(url).url
-        assert resolved.startswith("redis://127.0.0.1:")
+        target = Target.from_options({"stream": "tests.spark.streams:pings", "url": url})
+        target.prepare(writing=False)
+        assert target.log is not None
+        # Executors get the log by pickle: as the server's redis:// URL, not the embedded one.
+        shipped = pickle.loads(pickle.dumps(target))
+        assert shipped.sync_log().url == embedded.ensure(url).url
+        assert shipped.sync_log().url.startswith("redis://127.0.0.1:")
     finally:
         embedded.stop(embedded.state_dir(url))
-    assert resolve_url("redis://h:1/0") == "redis://h:1/0"
-    with pytest.raises(Misconfigured, match="talks to Redis directly"):
-        resolve_url("kafka://h")
+    with pytest.raises(Misconfigured, match="no transport for kafka://"):
+        Target.from_options({"stream": "tests.spark.streams:pings", "url": "kafka://h"}).prepare(
+            writing=False
+        )
 
 
 def test_partition_column_type() -> None:
@@ -225,3 +231,15 @@ def test_partition_column_type() -> None:
         ("_id", StringType()),
         ("_timestamp", TimestampType()),
     ]
+
+
+def test_a_bad_row_shows_bytes_readably() -> None:
+    from runnel_spark.writer import BadRow, Encoder
+    from tests.spark import streams
+
+    encode = Encoder(streams.pings_out)
+    with pytest.raises(BadRow) as caught:
+        encode({"key": b"\x00\xff", "n": 1, "extra": b"plain text"}, "row 1")
+    message = str(caught.value)
+    assert '"key": "0x00ff"' in message and '"extra": "plain text"' in message
+    assert "b'" not in message

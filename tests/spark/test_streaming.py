@@ -105,3 +105,29 @@ def test_latest_starts_after_what_is_there(
         row = by_id[record.order_id]
         assert [i.asDict() for i in row.items] == [i.model_dump() for i in record.items]
         assert row.created_at.timestamp() == record.created_at.timestamp()
+
+
+def test_available_now_drains_in_bounded_micro_batches_and_stops(
+    spark: Any, streams: ModuleType, redis_url: str, tmp_path: Path
+) -> None:
+    sent = [streams.Ping(key=f"k{i % 7}", n=i) for i in range(100)]
+    send(streams.pings, sent)
+    query = (
+        spark.readStream.format("runnel")
+        .option("app", APP)
+        .option("stream", "pings")
+        .option("url", redis_url)
+        .option("maxEntriesPerTrigger", "30")
+        .load()
+        .writeStream.format("memory")
+        .queryName("drained_pings")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()  # stops by itself once what was there is read
+    rows = spark.sql("select n from drained_pings").collect()
+    assert sorted(r.n for r in rows) == list(range(100))
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(batches) == 100
+    assert max(batches) <= 30 and len(batches) >= 4

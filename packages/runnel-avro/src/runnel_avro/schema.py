@@ -1,8 +1,9 @@
 """Avro schemas derived from Record classes, and the value conversions Avro needs.
 
-``derive(Record)`` walks the pydantic fields once and returns the schema together with two
-compiled conversions: ``encode`` (what ``model_dump(mode="python")`` gives -> what fastavro
-writes) and ``decode`` (what fastavro reads -> what pydantic validates). Most fields need
+``derive(Record)`` maps the record's neutral tree (:mod:`runnel.record_types`) and returns
+the schema together with two compiled conversions: ``encode`` (what
+``model_dump(mode="python")`` gives -> what fastavro writes) and ``decode`` (what fastavro
+reads -> what pydantic validates). Most fields need
 neither, and then no per-event work is done for them.
 """
 
@@ -15,14 +16,13 @@ import decimal
 import enum
 import functools
 import re
-import types
-import typing
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
+from runnel import record_types as rt
 from runnel.exceptions import Misconfigured
 
 Convert = Callable[[Any], Any] | None
@@ -56,12 +56,27 @@ class _Plan:
 
 def derive(record: type[BaseModel]) -> Derived:
     """The Avro schema of ``record`` (a record schema named after the class)."""
-    plan = _Builder().model(record, record.__name__)
+    plan = _Builder().model(rt.walk(record))
     assert isinstance(plan.schema, dict)
     return Derived(plan.schema, plan.encode, plan.decode)
 
 
+SCALARS: dict[type, Any] = {
+    bool: "boolean",
+    int: "long",
+    float: "double",
+    str: "string",
+    bytes: "bytes",
+    datetime.datetime: TIMESTAMP,
+    datetime.date: DATE,
+    datetime.time: TIME,
+    uuid.UUID: UUID,
+}
+
+
 class _Builder:
+    """Maps the neutral tree of a record (:mod:`runnel.record_types`) to Avro."""
+
     def __init__(self) -> None:
         # Named types defined so far: an Avro name may be defined once per schema, later
         # uses refer to it by name (this is also what makes recursive records work).
@@ -80,13 +95,14 @@ class _Builder:
         self.named[name] = cls
         return True
 
-    def model(self, cls: type[BaseModel], where: str) -> _Plan:
+    def model(self, node: rt.Nested | rt.Recursive) -> _Plan:
+        cls = node.cls
         names = set(cls.model_fields)
 
         def is_record(value: Any) -> bool:
             return isinstance(value, dict) and value.keys() == names
 
-        if not self._claim(cls, where):
+        if isinstance(node, rt.Recursive) or not self._claim(cls, node.where):
             plan = self.plans[cls]
             # Refer by name; conversions are looked up late, as the model may be unfinished.
             late = _Plan(cls.__name__, _late(plan, "encode"), _late(plan, "decode"))
@@ -97,18 +113,16 @@ class _Builder:
         fields = []
         encoders: list[tuple[str, Callable[[Any], Any]]] = []
         decoders: list[tuple[str, Callable[[Any], Any]]] = []
-        for name, info in cls.model_fields.items():
-            at = f"{where}.{name}"
-            required = info.is_required()
-            default = None if required else info.get_default(call_default_factory=True)
-            field_plan = self.type(info.annotation, list(info.metadata), at, default, required)
+        for item in node.fields:
+            name, default, required = item.name, item.default, item.required
+            field_plan = self.type(item.type, default, required)
             field: dict[str, Any] = {"name": name, "type": field_plan.schema}
             if not required:
                 converted = _default_json(default, field_plan)
                 if converted is not _NO_DEFAULT:
                     field["default"] = converted
-            if info.description:
-                field["doc"] = info.description
+            if item.description:
+                field["doc"] = item.description
             fields.append(field)
             if field_plan.encode is not None:
                 encoders.append((name, field_plan.encode))
@@ -121,61 +135,64 @@ class _Builder:
         plan.decode = _fields(decoders)
         return plan
 
-    def type(
-        self,
-        annotation: Any,
-        metadata: list[Any],
-        where: str,
-        default: Any = None,
-        required: bool = True,
-    ) -> _Plan:
-        origin = typing.get_origin(annotation)
-        args = typing.get_args(annotation)
-        if origin is typing.Annotated:
-            return self.type(args[0], [*args[1:], *metadata], where, default, required)
-        if annotation is type(None):
+    def type(self, node: rt.Node, default: Any = None, required: bool = True) -> _Plan:
+        where = node.where
+        if isinstance(node, rt.Null):
             return _Plan("null")
-        if origin in (typing.Union, types.UnionType):
-            return self.union(args, metadata, where, default, required)
-        if origin is typing.Literal:
-            kinds = {type(a) for a in args}
+        if isinstance(node, rt.Union):
+            return self.union(node, default, required)
+        if isinstance(node, rt.Literal):
+            kinds = {type(a) for a in node.values}
             if kinds <= {str}:
                 return _Plan("string")
             if kinds <= {int}:
                 return _Plan("long")
-            raise Misconfigured(f"{where}: Avro cannot carry a Literal of {annotation!r}")
-        if origin in (list, set, frozenset, tuple, Sequence) or annotation in (list, set, tuple):
-            if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-                raise Misconfigured(f"{where}: use tuple[X, ...]; Avro arrays have one item type")
-            if not args:
-                raise Misconfigured(f"{where}: give the item type (list[int], say) for Avro")
-            items = self.type(args[0], [], f"{where}[]")
+            shown = ", ".join(map(repr, node.values))
+            raise Misconfigured(f"{where}: Avro cannot carry a Literal of {shown}")
+        if isinstance(node, rt.Array):
+            items = self.type(node.item)
             enc = _each(items.encode)
             plan = _Plan({"type": "array", "items": items.schema}, enc, _each(items.decode))
             plan.is_python = lambda v: isinstance(v, list | tuple | set | frozenset)
             plan.is_avro = lambda v: isinstance(v, list)
             return plan
-        if origin in (dict, Mapping) or annotation is dict:
-            if not args or args[0] is not str:
+        if isinstance(node, rt.Map):
+            if not (isinstance(node.key, rt.Scalar) and node.key.cls is str):
                 raise Misconfigured(f"{where}: Avro maps need str keys (dict[str, X])")
-            values = self.type(args[1], [], f"{where}{{}}")
+            values = self.type(node.value)
             plan = _Plan({"type": "map", "values": values.schema})
             plan.encode = _values(values.encode)
             plan.decode = _values(values.decode)
             plan.is_python = plan.is_avro = lambda v: isinstance(v, dict)
             return plan
-        if isinstance(annotation, type):
-            return self.concrete(annotation, metadata, where)
-        raise Misconfigured(f"{where}: Avro cannot carry {annotation!r}; give a concrete type")
+        if isinstance(node, rt.Nested | rt.Recursive):
+            return self.model(node)
+        if isinstance(node, rt.Enum):
+            return self.enum(node.cls, where)
+        if isinstance(node, rt.Scalar):
+            schema = SCALARS[node.kind]
+            return _Plan(dict(schema) if isinstance(schema, dict) else schema)
+        if isinstance(node, rt.Decimal):
+            if node.digits is None or node.places is None:
+                # Without a declared scale the exact value is kept as text.
+                return _Plan("string", str, None, lambda v: isinstance(v, decimal.Decimal))
+            schema = {"type": "bytes", "logicalType": "decimal", "precision": node.digits}
+            schema["scale"] = node.places
+            return _Plan(schema)
+        assert isinstance(node, rt.Opaque)
+        if node.reason == "fixed-tuple":
+            raise Misconfigured(f"{where}: use tuple[X, ...]; Avro arrays have one item type")
+        if node.reason == "no-item-type":
+            raise Misconfigured(f"{where}: give the item type (list[int], say) for Avro")
+        if node.reason == "class":
+            raise Misconfigured(f"{where}: Avro cannot carry {node.annotation.__name__} values")
+        raise Misconfigured(f"{where}: Avro cannot carry {node.annotation!r}; give a concrete type")
 
-    def union(
-        self, args: tuple[Any, ...], metadata: list[Any], where: str, default: Any, required: bool
-    ) -> _Plan:
-        nullable = type(None) in args
-        branches = [self.type(a, metadata, where) for a in args if a is not type(None)]
+    def union(self, node: rt.Union, default: Any, required: bool) -> _Plan:
+        branches = [self.type(b) for b in node.branches]
         schemas = [b.schema for b in branches]
         # A default must match the union's first branch.
-        if nullable:
+        if node.nullable:
             if not required and default is not None:
                 schemas = [*schemas, "null"]
             else:
@@ -195,44 +212,6 @@ class _Builder:
             _by_branch([(b.is_avro, b.decode) for b in ordered]),
         )
 
-    def concrete(self, cls: builtins.type, metadata: list[Any], where: str) -> _Plan:
-        if issubclass(cls, BaseModel):
-            return self.model(cls, where)
-        if issubclass(cls, enum.Enum):
-            return self.enum(cls, where)
-        if cls is bool:
-            return _Plan("boolean")
-        if cls is int:
-            return _Plan("long")
-        if cls is float:
-            return _Plan("double")
-        if cls is str:
-            return _Plan("string")
-        if cls is bytes:
-            return _Plan("bytes")
-        if cls is datetime.datetime:
-            return _Plan(dict(TIMESTAMP))
-        if cls is datetime.date:
-            return _Plan(dict(DATE))
-        if cls is datetime.time:
-            return _Plan(dict(TIME))
-        if cls is uuid.UUID:
-            return _Plan(dict(UUID))
-        if cls is decimal.Decimal:
-            digits = _constraint(metadata, "max_digits")
-            places = _constraint(metadata, "decimal_places")
-            if digits is None or places is None:
-                # Without a declared scale the exact value is kept as text.
-                return _Plan("string", str, None, lambda v: isinstance(v, decimal.Decimal))
-            schema = {"type": "bytes", "logicalType": "decimal", "precision": digits}
-            schema["scale"] = places
-            return _Plan(schema)
-        if issubclass(cls, str):
-            return _Plan("string")
-        if issubclass(cls, int):
-            return _Plan("long")
-        raise Misconfigured(f"{where}: Avro cannot carry {cls.__name__} values")
-
     def enum(self, cls: builtins.type[enum.Enum], where: str) -> _Plan:
         # The values are the symbols when they can be; otherwise the member names are.
         by_value = _symbols_are_values(cls)
@@ -251,14 +230,6 @@ class _Builder:
             lambda v: isinstance(v, cls),
             lambda v: isinstance(v, str) and v in to_member,
         )
-
-
-def _constraint(metadata: list[Any], name: str) -> Any:
-    for item in metadata:
-        value = getattr(item, name, None)
-        if value is not None:
-            return value
-    return None
 
 
 def _late(plan: _Plan, which: str) -> Convert:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from runnel.jobs.store import JobStore
     from runnel.schemas import SchemaStore
     from runnel.settings import Settings
+    from runnel.synclog import SyncLog
 
 
 class PartitionId(NamedTuple):
@@ -185,6 +186,11 @@ class Transport(abc.ABC):
     def schema_store(self, app: str, stream: str) -> SchemaStore:
         """Where the writer schemas of ``stream`` are kept (for Avro and the like)."""
         raise Misconfigured(f"{type(self).__name__} cannot store schemas")
+
+    def sync_log(self) -> SyncLog:
+        """Synchronous, picklable access to the partition logs, for engines that read and
+        write from processes of their own (runnel-spark)."""
+        raise Misconfigured(f"{type(self).__name__} offers no synchronous access to its logs")
 
 
 def transport_for(url: str, settings: Settings) -> Transport:

@@ -17,6 +17,7 @@ from runnel_redis import errors, keys, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.schemas import RedisSchemaStore
+from runnel_redis.synclog import RedisLog
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
@@ -283,6 +284,9 @@ class RedisTransport(Transport):
 
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
         return RedisSchemaStore(self.redis, app, stream)
+
+    def sync_log(self) -> RedisLog:
+        return RedisLog(self.url)
 
 
 def _text(value: Any) -> str:

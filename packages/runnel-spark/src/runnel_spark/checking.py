@@ -9,7 +9,7 @@ so a caller (``runnel spark import`` does) can write all or nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -32,17 +32,20 @@ class Checked:
         return self.bad == 0
 
 
-def check_rows(df: DataFrame, *, limit: int = 5, **options: str) -> Checked:
+def check_rows(
+    df: DataFrame, *, limit: int = 5, base64: Sequence[str] = (), **options: str
+) -> Checked:
     """Validate every row of ``df`` as a record of the stream named by ``options``.
 
-    ``options`` are the data source's (``stream=``, ``app=``); no Redis is needed.
-    ``errors`` holds the messages of up to ``limit`` bad rows.
+    ``options`` are the data source's (``stream=``, ``app=``); no store is needed.
+    ``errors`` holds the messages of up to ``limit`` bad rows. Text in the ``base64``
+    columns is checked as the base64 of their bytes (how CSV and JSON files hold bytes).
     """
-    target = Target.from_options(options, redis_needed=False)
+    target = Target.from_options(options)
     target.stream()  # fail here, on the driver, if the stream cannot be imported
 
     def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        encode = Encoder(target.stream())
+        encode = Encoder(target.stream(), base64)
         _, _, place = task_place()
         rows = bad = 0
         errors: list[str] = []

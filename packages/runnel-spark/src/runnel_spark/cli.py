@@ -125,8 +125,9 @@ def import_(
         raise click.ClickException(f"cannot read {source}: no such file or directory")
     fmt = fmt or _format_of(source)
     with session(master, confs) as spark:
-        df = _binary(_spark_call(lambda: _reader(spark, fmt).load(source)), stream)
-        checked = _spark_call(lambda: check_rows(df, stream=target))
+        df = _spark_call(lambda: _reader(spark, fmt).load(source))
+        texts = _base64_columns(df, stream)
+        checked = _spark_call(lambda: check_rows(df, stream=target, base64=texts))
         if not checked.rows:
             raise click.ClickException(f"no rows to send ({source} is empty)")
         if not checked.ok:
@@ -134,6 +135,7 @@ def import_(
                 f"{checked.bad} of {checked.rows} rows of {source} are not valid, nothing was "
                 f"sent; the first: {checked.errors[0]}"
             )
+        df = _unbase64(df, texts)
         _spark_call(
             lambda: df.write.format("runnel").mode("append").option("stream", target).save()
         )
@@ -204,17 +206,27 @@ def _flat(df: DataFrame) -> DataFrame:
     return df.select(*columns)
 
 
-def _binary(df: DataFrame, stream: Stream) -> DataFrame:
-    """Bytes fields read as text (from CSV or JSON files, as Spark writes them) are base64."""
-    from pyspark.sql import functions as F
+def _base64_columns(df: DataFrame, stream: Stream) -> list[str]:
+    """Bytes fields read as text (from CSV or JSON files, as Spark writes them): base64."""
     from pyspark.sql.types import BinaryType, StringType
 
     from runnel_spark.schema import record_schema
 
-    for field in record_schema(stream.record).fields:
-        if isinstance(field.dataType, BinaryType) and field.name in df.columns:
-            if isinstance(df.schema[field.name].dataType, StringType):
-                df = df.withColumn(field.name, F.unbase64(F.col(field.name)))
+    return [
+        field.name
+        for field in record_schema(stream.record).fields
+        if isinstance(field.dataType, BinaryType)
+        and field.name in df.columns
+        and isinstance(df.schema[field.name].dataType, StringType)
+    ]
+
+
+def _unbase64(df: DataFrame, names: list[str]) -> DataFrame:
+    """The base64 columns as bytes (once :func:`check_rows` found them all valid)."""
+    from pyspark.sql import functions as F
+
+    for name in names:
+        df = df.withColumn(name, F.unbase64(F.col(name)))
     return df
 
 

@@ -1,7 +1,8 @@
-"""Entry ids, id ranges and splits: the synchronous Redis Streams reads Spark plans with.
+"""Entry ids, id ranges and splits: how Spark's reads are planned.
 
-Entry ids are ``MILLISECONDS-SEQUENCE``. A range is what ``XRANGE`` takes: ``-``, ``+``, an
-id, ``MS`` (``MS-0`` as a start, ``MS-<max>`` as an end) or ``(ID`` (exclusive).
+Entry ids are ``MILLISECONDS-SEQUENCE``. The options take ``-`` (the first), ``+`` (the
+last), an id, ``MS`` (``MS-0`` as a start, ``MS-<max>`` as an end) or an ISO time; a
+range handed to the store is two ids, both included.
 """
 
 from __future__ import annotations
@@ -9,11 +10,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-from collections.abc import Iterator, Sequence
-from typing import cast
 
-import redis
-
+from runnel import synclog
 from runnel.exceptions import Misconfigured
 
 MAX_SEQ = 2**64 - 1
@@ -63,34 +61,11 @@ class Extent:
     last: Id | None
 
 
-def extents(client: redis.Redis, keys: Sequence[str]) -> list[Extent]:
-    """Length, first and last id of each partition, in one round trip."""
-    with client.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.xlen(key)
-            pipe.xrange(key, count=1)
-            pipe.xrevrange(key, count=1)
-        replies = pipe.execute()
-    out = []
-    for i in range(0, len(replies), 3):
-        length, first, last = replies[i : i + 3]
-        out.append(
-            Extent(
-                int(length),
-                split_id(first[0][0]) if first else None,
-                split_id(last[0][0]) if last else None,
-            )
-        )
-    return out
-
-
-def last_ids(client: redis.Redis, keys: Sequence[str]) -> list[str | None]:
-    """The newest entry id of each partition (None when it is empty), in one round trip."""
-    with client.pipeline(transaction=False) as pipe:
-        for key in keys:
-            pipe.xrevrange(key, count=1)
-        replies = pipe.execute()
-    return [reply[0][0].decode() if reply else None for reply in replies]
+def extent(found: synclog.Extent) -> Extent:
+    """A partition's extent as the log reports it, with ids parsed."""
+    first = split_id(found.first) if found.first is not None else None
+    last = split_id(found.last) if found.last is not None else None
+    return Extent(found.length, first, last)
 
 
 def plan(extent: Extent, lo: Id, hi: Id, size: int) -> list[tuple[str, str]]:
@@ -118,20 +93,3 @@ def plan(extent: Extent, lo: Id, hi: Id, size: int) -> list[tuple[str, str]]:
         end = show(hi) if i == count - 1 else f"{bounds[i + 1] - 1}-{MAX_SEQ}"
         out.append((start, end))
     return out
-
-
-Entries = list[tuple[bytes, dict[bytes, bytes]]]
-
-
-def read_range(client: redis.Redis, key: str, lo: str, hi: str, count: int) -> Iterator[Entries]:
-    """The entries of ``key`` from ``lo`` to ``hi``, ``count`` per round trip."""
-    while True:
-        # redis-py types replies as bytes | str; a client without decode_responses gives bytes.
-        entries = cast(Entries | None, client.xrange(key, min=lo, max=hi, count=count))
-        if not entries:
-            return
-        yield entries
-        if len(entries) < count:
-            return
-        last = entries[-1][0]
-        lo = "(" + (last.decode() if isinstance(last, bytes) else last)

@@ -1,8 +1,9 @@
 """Reading streams into Spark: batch reads over id ranges, and micro-batches for streaming.
 
-Every task reads one range of one partition with ``XRANGE`` in chunks, decodes each entry
-with the stream's own ``decode`` (so every codec, compression and primitive records work)
-and hands Spark one Arrow batch per chunk.
+Every task reads one range of one partition through the store's synchronous log
+(:class:`runnel.synclog.SyncLog`), ``chunkSize`` entries per round trip, decodes each
+entry with the stream's own ``decode`` (so every codec, compression and primitive records
+work) and hands Spark one Arrow batch per chunk.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -20,9 +22,19 @@ from pyspark.sql.types import StructType
 from runnel.exceptions import DecodeError, Misconfigured
 from runnel.record import Record
 from runnel.stream import Stream
+from runnel.synclog import next_id
 from runnel_spark import ranges
 from runnel_spark.schema import ID, PARTITION, TIMESTAMP, derive
 from runnel_spark.target import Target, positive
+
+try:  # PySpark >= 4.2: rate limits and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - PySpark 4.0/4.1
+    ReadMaxRows = None  # type: ignore[assignment,misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stands in for PySpark's mixin, which older versions lack."""
+
 
 SPLIT_SIZE = 100_000
 """Entries per Spark input partition, about: a larger stream partition is read in parts."""
@@ -30,7 +42,8 @@ SPLIT_SIZE = 100_000
 
 @dataclasses.dataclass
 class Split(InputPartition):
-    """One task's work: the entries of partition ``number`` between ``lo`` and ``hi``."""
+    """One task's work: the entries of partition ``number`` from ``lo`` to ``hi`` (ids,
+    both included)."""
 
     number: int
     key: str
@@ -53,10 +66,10 @@ class RunnelReader(DataSourceReader):
         keys = [self.target.key(stream, n) for n in range(stream.partition_count)]
         # The last id of each partition now bounds the read, so what is written while the
         # query runs (by this very job, say) is not read.
-        found = ranges.extents(self.target.client(), keys)
+        found = self.target.sync_log().extents(keys)
         splits: list[InputPartition] = []
         for number, (key, extent) in enumerate(zip(keys, found, strict=True)):
-            for lo, hi in ranges.plan(extent, self.start, self.end, self.split_size):
+            for lo, hi in ranges.plan(ranges.extent(extent), self.start, self.end, self.split_size):
                 splits.append(Split(number, key, lo, hi))
         return splits
 
@@ -66,17 +79,25 @@ class RunnelReader(DataSourceReader):
         return read_split(self.target, self.schema, partition)
 
 
-class RunnelStreamReader(DataSourceStreamReader):
+class RunnelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("runnel")``: offsets are the last id read per partition.
 
     They live in Spark's checkpoint, so a restarted query goes on after the last
-    micro-batch it committed; no consumer group is created or moved.
+    micro-batch it committed; no consumer group is created or moved. With
+    ``maxEntriesPerTrigger`` a micro-batch reads at most that many entries;
+    ``trigger(availableNow=True)`` reads what is there when the query starts, then stops.
     """
 
     def __init__(self, target: Target, schema: StructType, options: dict[str, str]) -> None:
         self.target = target
         self.schema = schema
         self.starting = options.get("startingoffsets", "earliest")
+        self.max_entries = (
+            positive(options, "maxentriespertrigger", 1)
+            if "maxentriespertrigger" in options
+            else None
+        )
+        self.until: dict[str, str] | None = None
 
     def _keys(self) -> tuple[Stream, list[str]]:
         stream = self.target.stream()
@@ -88,7 +109,7 @@ class RunnelStreamReader(DataSourceStreamReader):
         if starting.lower() == "earliest":
             return {str(n): ranges.show(ranges.FIRST) for n in range(stream.partition_count)}
         if starting.lower() == "latest":
-            return self.latestOffset()
+            return self._latest()
         try:
             given = json.loads(starting)
             offsets = {str(n): ranges.show(ranges.FIRST) for n in range(stream.partition_count)}
@@ -103,11 +124,58 @@ class RunnelStreamReader(DataSourceStreamReader):
                 f'{{"PARTITION": "LAST-ID-READ", ...}} ({exc})'
             ) from None
 
-    # The pre-4.2 signature, which Spark still calls (pyspark>=4.0 is supported).
-    def latestOffset(self) -> dict[str, str]:  # type: ignore[override]
+    def _latest(self) -> dict[str, str]:
+        """The newest id of each partition now (capped by ``until`` for availableNow)."""
         _, keys = self._keys()
-        found = ranges.last_ids(self.target.client(), keys)
-        return {str(n): xid or ranges.show(ranges.FIRST) for n, xid in enumerate(found)}
+        found = self.target.sync_log().extents(keys)
+        first = ranges.show(ranges.FIRST)
+        latest = {str(n): extent.last or first for n, extent in enumerate(found)}
+        if self.until is not None:
+            for n, xid in latest.items():
+                cap = self.until.get(n, first)
+                if ranges.split_id(cap) < ranges.split_id(xid):
+                    latest[n] = cap
+        return latest
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``trigger(availableNow=True)``: read up to what is there now, then stop."""
+        self.until = None
+        self.until = self._latest()
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.max_entries is not None and ReadMaxRows is not None:
+            return ReadMaxRows(self.max_entries)
+        return super().getDefaultReadLimit()
+
+    # PySpark 4.0 and 4.1 call this without arguments, later ones with both.
+    def latestOffset(
+        self, start: dict[str, str] | None = None, limit: Any = None
+    ) -> dict[str, str]:
+        latest = self._latest()
+        if start is None or ReadMaxRows is None or not isinstance(limit, ReadMaxRows):
+            return latest
+        return self._bounded(start, latest, limit.max_rows)
+
+    def _bounded(
+        self, start: dict[str, str], latest: dict[str, str], budget: int
+    ) -> dict[str, str]:
+        """At most ``budget`` entries past ``start``, shared evenly by partitions with new ones."""
+        first = ranges.show(ranges.FIRST)
+        out = {n: start.get(n, first) for n in latest}
+        behind = [n for n, xid in latest.items() if ranges.split_id(xid) > ranges.split_id(out[n])]
+        if not behind:
+            return out
+        each, extra = divmod(budget, len(behind))
+        shares = {n: each + (i < extra) for i, n in enumerate(behind)}
+        asked = [n for n in behind if shares[n] > 0]
+        _, keys = self._keys()
+        found = self.target.sync_log().nth_ids(
+            [(keys[int(n)], next_id(out[n]), latest[n], shares[n]) for n in asked]
+        )
+        for n, xid in zip(asked, found, strict=True):
+            if xid is not None:
+                out[n] = xid
+        return out
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> list[InputPartition]:
         _, keys = self._keys()
@@ -117,7 +185,7 @@ class RunnelStreamReader(DataSourceStreamReader):
             after, upto = start.get(str(number), first), end.get(str(number), first)
             if ranges.split_id(upto) <= ranges.split_id(after):
                 continue
-            splits.append(Split(number, key, "-" if after == first else f"({after}", upto))
+            splits.append(Split(number, key, first if after == first else next_id(after), upto))
         return splits
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -125,15 +193,19 @@ class RunnelStreamReader(DataSourceStreamReader):
         return read_split(self.target, self.schema, partition)
 
     def commit(self, end: dict[str, str]) -> None:
-        """Nothing to do: Redis keeps the entries until ``partition_size`` trims them."""
+        """Nothing to do: the store keeps the entries until ``partition_size`` trims them."""
 
 
 def read_split(target: Target, schema: StructType, split: Split) -> Iterator[pa.RecordBatch]:
     stream = target.stream()
-    client = target.client()
+    log = target.sync_log()
     build = _batch_builder(stream.record, schema)
-    for entries in ranges.read_range(client, split.key, split.lo, split.hi, target.chunk):
-        records = [_decode(target, stream, split, xid, fields) for xid, fields in entries]
+    decode = stream.decode
+    for entries in log.read(split.key, split.lo, split.hi, target.chunk):
+        try:
+            records = [decode(fields) for _, fields in entries]
+        except DecodeError:  # find which, loading newer schemas first if there are any
+            records = [_decode(target, stream, split, xid, fields) for xid, fields in entries]
         yield build(records, [xid for xid, _ in entries], split.number)
 
 
@@ -150,8 +222,8 @@ def _decode(target: Target, stream: Stream, split: Split, xid: bytes, fields: An
 
 
 Builder = Callable[[list[Record], list[bytes], int], pa.RecordBatch]
-Plan = Callable[[list[Record], list[bytes], int], list[Any]]
-"""The values of one column for a chunk: from its records, entry ids and partition."""
+Plan = Callable[[list[Record], "pa.Array[Any]", int, pa.DataType], "pa.Array[Any]"]
+"""One column of a chunk, from its records, entry ids (binary) and partition number."""
 
 _builders: dict[tuple[type[Record], str], Builder] = {}
 
@@ -182,11 +254,11 @@ def _new_builder(record: type[Record], schema: StructType) -> Builder:
         if name in columns:
             plans.append(_field(name, columns[name].out))
         elif name == PARTITION:
-            plans.append(lambda records, ids, number: [number] * len(ids))
+            plans.append(_partition)
         elif name == ID:
-            plans.append(lambda records, ids, number: [x.decode() for x in ids])
-        elif name == TIMESTAMP:  # the milliseconds of each id, as microseconds
-            plans.append(lambda records, ids, number: [int(x[: x.index(b"-")]) * 1000 for x in ids])
+            plans.append(_id)
+        elif name == TIMESTAMP:
+            plans.append(_timestamp)
         else:
             raise Misconfigured(
                 f"column {name!r} is not a field of {record.__name__} "
@@ -194,10 +266,8 @@ def _new_builder(record: type[Record], schema: StructType) -> Builder:
             )
 
     def build(records: list[Record], ids: list[bytes], number: int) -> pa.RecordBatch:
-        arrays = [
-            pa.array(fn(records, ids, number), type=field.type)
-            for fn, field in zip(plans, arrow, strict=True)
-        ]
+        xids = pa.array(ids, pa.binary())
+        arrays = [fn(records, xids, number, f.type) for fn, f in zip(plans, arrow, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=arrow)
 
     return build
@@ -205,5 +275,23 @@ def _new_builder(record: type[Record], schema: StructType) -> Builder:
 
 def _field(name: str, out: Any) -> Plan:
     if out is None:
-        return lambda records, ids, number: [r.__dict__[name] for r in records]
-    return lambda records, ids, number: [out(r.__dict__[name]) for r in records]
+        return lambda records, ids, number, kind: pa.array(
+            [r.__dict__[name] for r in records], kind
+        )
+    return lambda records, ids, number, kind: pa.array(
+        [out(r.__dict__[name]) for r in records], kind
+    )
+
+
+def _partition(records: list[Record], ids: Any, number: int, kind: pa.DataType) -> Any:
+    return pa.repeat(pa.scalar(number, kind), len(ids))
+
+
+def _id(records: list[Record], ids: Any, number: int, kind: pa.DataType) -> Any:
+    return ids.cast(kind)
+
+
+def _timestamp(records: list[Record], ids: Any, number: int, kind: pa.DataType) -> Any:
+    """The milliseconds of each id, as a timestamp."""
+    millis = pc.list_element(pc.split_pattern(ids.cast(pa.string()), "-", max_splits=1), 0)
+    return pc.multiply(millis.cast(pa.int64()), 1000).cast(kind)

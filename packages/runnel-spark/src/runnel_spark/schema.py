@@ -1,9 +1,9 @@
 """Spark schemas derived from Record classes, and the value conversions each way.
 
-``derive(Record)`` walks the pydantic fields once and returns, per field, its Spark type
-and two compiled conversions: ``out`` (a record's attribute -> what Arrow takes for that
-Spark type) and ``into`` (what Spark hands a writer -> what pydantic validates). Most
-fields need neither, and then nothing is done for them per row.
+``derive(Record)`` maps the record's neutral tree (:mod:`runnel.record_types`) to, per
+field, its Spark type and two compiled conversions: ``out`` (a record's attribute -> what
+Arrow takes for that Spark type) and ``into`` (what Spark hands a writer -> what pydantic
+validates). Most fields need neither, and then nothing is done for them per row.
 
 A field Spark has no type for (``Any``, unions of several types, fixed-length tuples,
 dicts with non-``str`` keys, recursive records) becomes a string column holding its JSON,
@@ -12,15 +12,11 @@ which is parsed back when written.
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import datetime
-import decimal
 import enum
-import types
-import typing
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -43,6 +39,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from runnel import record_types as rt
 from runnel.record import Record
 from runnel.stream import Stream
 
@@ -70,7 +67,7 @@ class Column:
 
 def derive(record: type[BaseModel]) -> list[Column]:
     """The columns of ``record``'s fields, in declaration order."""
-    return _Builder().columns(record, record.__name__)
+    return _columns(rt.walk(record))
 
 
 def record_schema(record: type[BaseModel]) -> StructType:
@@ -101,103 +98,81 @@ def into_record(record: type[Record]) -> Callable[[dict[str, Any]], dict[str, An
     return convert
 
 
-class _Builder:
-    def __init__(self) -> None:
-        # Records being derived: a record inside itself cannot be a Spark struct.
-        self.open: set[type] = set()
+SCALARS: dict[type, tuple[DataType, Convert]] = {
+    bool: (BooleanType(), None),
+    int: (LongType(), None),
+    float: (DoubleType(), None),
+    str: (StringType(), None),
+    bytes: (BinaryType(), None),
+    datetime.datetime: (TimestampType(), None),
+    datetime.date: (DateType(), None),
+    datetime.time: (StringType(), datetime.time.isoformat),
+    uuid.UUID: (StringType(), str),
+}
 
-    def columns(self, cls: type[BaseModel], where: str) -> list[Column]:
-        self.open.add(cls)
-        try:
-            out = []
-            for name, info in cls.model_fields.items():
-                column = self.type(info.annotation, list(info.metadata), f"{where}.{name}")
-                column.name = name
-                if not info.is_required() and info.get_default(call_default_factory=True) is None:
-                    column.nullable = True
-                out.append(column)
-            return out
-        finally:
-            self.open.discard(cls)
 
-    def type(self, annotation: Any, metadata: list[Any], where: str) -> Column:
-        origin = typing.get_origin(annotation)
-        args = typing.get_args(annotation)
-        if origin is typing.Annotated:
-            return self.type(args[0], [*args[1:], *metadata], where)
-        if origin in (typing.Union, types.UnionType):
-            inner = [a for a in args if a is not type(None)]
-            if len(inner) != 1:
-                return _json()
-            column = self.type(inner[0], metadata, where)
-            column.nullable = column.nullable or len(inner) < len(args)
-            column.out = _unless_none(column.out)
-            column.into = _unless_none(column.into)
-            return column
-        if origin is typing.Literal:
-            kinds = {type(a) for a in args}
-            for kind, spark in ((str, StringType()), (bool, BooleanType()), (int, LongType())):
-                if kinds == {kind}:
-                    return Column("", spark, False)
+def _columns(node: rt.Nested) -> list[Column]:
+    out = []
+    for field in node.fields:
+        column = _column(field.type)
+        column.name = field.name
+        if not field.required and field.default is None:
+            column.nullable = True
+        out.append(column)
+    return out
+
+
+def _column(node: rt.Node) -> Column:
+    """How a node of the record's neutral tree (:mod:`runnel.record_types`) is carried."""
+    if isinstance(node, rt.Union):
+        if len(node.branches) != 1:
             return _json()
-        if origin in (list, set, frozenset, tuple, Sequence) or annotation in (list, set, tuple):
-            if not args or (origin is tuple and not (len(args) == 2 and args[1] is Ellipsis)):
-                return _json()
-            item = self.type(args[0], [], f"{where}[]")
-            return Column(
-                "",
-                ArrayType(item.type, containsNull=item.nullable),
-                False,
-                _each(item.out),
-                _from_text(_each(item.into)),
-            )
-        if origin in (dict, Mapping) or annotation is dict:
-            if not args or args[0] is not str:
-                return _json()
-            value = self.type(args[1], [], f"{where}{{}}")
-            return Column(
-                "",
-                MapType(StringType(), value.type, valueContainsNull=value.nullable),
-                False,
-                _values(value.out),
-                _from_text(_map_into(value.into)),
-            )
-        if isinstance(annotation, type):
-            return self.concrete(annotation, metadata, where)
+        column = _column(node.branches[0])
+        column.nullable = column.nullable or node.nullable
+        column.out = _unless_none(column.out)
+        column.into = _unless_none(column.into)
+        return column
+    if isinstance(node, rt.Literal):
+        kinds = {type(a) for a in node.values}
+        for kind, carried in ((str, StringType()), (bool, BooleanType()), (int, LongType())):
+            if kinds == {kind}:
+                return Column("", carried, False)
         return _json()
-
-    def concrete(self, cls: builtins.type, metadata: list[Any], where: str) -> Column:
-        if issubclass(cls, BaseModel):
-            if cls in self.open:
-                return _json()
-            fields = self.columns(cls, where)
-            struct = StructType([StructField(f.name, f.type, f.nullable) for f in fields])
-            return Column("", struct, False, _struct_out(fields), _from_text(_struct_into(fields)))
-        if issubclass(cls, enum.Enum):
-            return _enum(cls)
-        simple: list[tuple[type, DataType]] = [
-            (bool, BooleanType()),
-            (int, LongType()),
-            (float, DoubleType()),
-            (str, StringType()),
-            (bytes, BinaryType()),
-            (datetime.datetime, TimestampType()),
-            (datetime.date, DateType()),
-        ]
-        for kind, spark in simple:
-            if issubclass(cls, kind):
-                return Column("", spark, False)
-        if cls is datetime.time:
-            return Column("", StringType(), False, datetime.time.isoformat)
-        if cls is uuid.UUID:
-            return Column("", StringType(), False, str)
-        if cls is decimal.Decimal:
-            digits = _constraint(metadata, "max_digits")
-            places = _constraint(metadata, "decimal_places")
-            if digits is None or places is None or digits > MAX_PRECISION:
-                return Column("", StringType(), False, str)  # the exact value, as text
-            return Column("", DecimalType(digits, places), False)
-        return _json()
+    if isinstance(node, rt.Array):
+        item = _column(node.item)
+        return Column(
+            "",
+            ArrayType(item.type, containsNull=item.nullable),
+            False,
+            _each(item.out),
+            _from_text(_each(item.into)),
+        )
+    if isinstance(node, rt.Map):
+        if not (isinstance(node.key, rt.Scalar) and node.key.cls is str):
+            return _json()
+        value = _column(node.value)
+        return Column(
+            "",
+            MapType(StringType(), value.type, valueContainsNull=value.nullable),
+            False,
+            _values(value.out),
+            _from_text(_map_into(value.into)),
+        )
+    if isinstance(node, rt.Nested):
+        fields = _columns(node)
+        struct = StructType([StructField(f.name, f.type, f.nullable) for f in fields])
+        return Column("", struct, False, _struct_out(fields), _from_text(_struct_into(fields)))
+    if isinstance(node, rt.Enum):
+        return _enum(node.cls)
+    if isinstance(node, rt.Scalar):
+        spark, out = SCALARS[node.kind]
+        return Column("", spark, False, out)
+    if isinstance(node, rt.Decimal):
+        if node.digits is None or node.places is None or node.digits > MAX_PRECISION:
+            return Column("", StringType(), False, str)  # the exact value, as text
+        return Column("", DecimalType(node.digits, node.places), False)
+    # A record inside itself, None alone, Any, fixed tuples, unknown classes.
+    return _json()
 
 
 def _json() -> Column:
@@ -238,14 +213,6 @@ def _value(member: Any) -> Any:
 
 def _name(member: Any) -> Any:
     return member.name if isinstance(member, enum.Enum) else member
-
-
-def _constraint(metadata: list[Any], name: str) -> Any:
-    for item in metadata:
-        value = getattr(item, name, None)
-        if value is not None:
-            return value
-    return None
 
 
 def _unless_none(fn: Convert) -> Convert:

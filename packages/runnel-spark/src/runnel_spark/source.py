@@ -2,7 +2,7 @@
 
 Spark runs these methods in Python processes of its own (planning on the driver, reading
 and writing on executors), so each one starts from the options: it imports the stream
-they name and resolves its Redis URL on the driver, and hands executors a picklable
+they name and resolves its store's URL on the driver, and hands executors a picklable
 :class:`~runnel_spark.target.Target`.
 """
 
@@ -30,7 +30,7 @@ class RunnelDataSource(DataSource):
     Options: ``stream`` (``MODULE:STREAM``, or a stream name with ``app=MODULE:APP``),
     ``url`` (overrides the app's ``redis_url``), ``chunkSize`` (entries per round trip);
     reads also ``start``/``end`` (inclusive ids), ``splitSize``; streaming reads
-    ``startingOffsets``. See docs/spark.md.
+    ``startingOffsets`` and ``maxEntriesPerTrigger``. See docs/spark.md.
     """
 
     @classmethod
@@ -41,7 +41,7 @@ class RunnelDataSource(DataSource):
         return lower(self.options)
 
     def schema(self) -> StructType:
-        target = Target.from_options(self._options(), redis_needed=False)
+        target = Target.from_options(self._options())
         return stream_schema(target.stream())
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -1,9 +1,10 @@
-"""Which stream the options name, and the Redis that holds it, on the driver and executors.
+"""Which stream the options name, and the store that holds it, on the driver and executors.
 
 A ``Stream`` cannot travel to executors (its app holds connections, ``partition_by`` may be
-a lambda), so a :class:`Target` carries what names it: the import path, the Redis URL
-resolved on the driver, and the writer schemas the driver loaded. Each executor process
-imports the stream once and keeps one Redis client per URL.
+a lambda), so a :class:`Target` carries what names it: the import path, the store's
+synchronous log (:class:`runnel.synclog.SyncLog`, which pickles as its URL) that the
+driver got from the URL's transport, and the writer schemas the driver loaded. Each
+executor process imports the stream once and keeps one log per URL.
 """
 
 from __future__ import annotations
@@ -11,25 +12,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, cast
-from urllib.parse import urlsplit
-
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+from typing import Any
 
 from runnel.app import App
 from runnel.exceptions import Misconfigured, SchemaIncompatible
 from runnel.imports import import_object
-from runnel.interfaces import Serializer
+from runnel.schemas import Check, SchemaStore
 from runnel.stream import Stream
+from runnel.synclog import SyncLog
 from runnel.transport import transport_for
-from runnel_redis import embedded, keys
-
-SCHEMES = ("redis", "rediss", "unix")
 
 _streams: dict[tuple[str, str | None], Stream] = {}
-_clients: dict[str, redis.Redis] = {}
+_logs: dict[str, SyncLog] = {}
+_prepared: set[tuple[Any, ...]] = set()
 
 
 def load_stream(stream: str, app: str | None = None) -> Stream:
@@ -62,31 +57,6 @@ def load_stream(stream: str, app: str | None = None) -> Stream:
     return loaded
 
 
-def resolve_url(url: str) -> str:
-    """A URL every executor can use: the embedded development server becomes its redis:// URL."""
-    scheme = urlsplit(url).scheme
-    if scheme == embedded.SCHEME:
-        return embedded.ensure(url).url
-    if scheme not in SCHEMES:
-        raise Misconfigured(
-            f"runnel-spark talks to Redis directly: url {url!r} must be redis://, rediss://, "
-            f"unix:// or {embedded.SCHEME}://"
-        )
-    return url
-
-
-def client(url: str) -> redis.Redis:
-    """This process's synchronous client for ``url``.
-
-    It never retries a command by itself: a MULTI/EXEC whose reply was lost may have been
-    applied, and only the caller can say so.
-    """
-    found = _clients.get(url)
-    if found is None:
-        found = _clients[url] = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0))
-    return found
-
-
 def _signature(stream: Stream) -> tuple[Any, ...]:
     serializer = stream.serializer
     compressor = getattr(serializer, "compressor", None)
@@ -101,18 +71,20 @@ def _signature(stream: Stream) -> tuple[Any, ...]:
 
 @dataclasses.dataclass
 class Target:
-    """A stream and its Redis, as the driver resolved them; picklable."""
+    """A stream and its store, as the driver resolved them; picklable."""
 
     stream_path: str
     app_path: str | None
     url: str
     signature: tuple[Any, ...]
+    log: SyncLog | None = None
     schemas: dict[str, str] | None = None
+    writing: bool = False
     chunk: int = 1000
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str], *, redis_needed: bool = True) -> Target:
-        """Read the options on the driver: import the stream, resolve its Redis URL."""
+    def from_options(cls, options: Mapping[str, str]) -> Target:
+        """Read the options on the driver: import the stream, find its store's URL."""
         options = lower(options)
         path = options.get("stream") or options.get("path")
         if not path:
@@ -122,14 +94,39 @@ class Target:
             )
         app_path = options.get("app") or None
         stream = load_stream(path, app_path)
-        url = options.get("url") or stream.app.settings.redis_url
         return cls(
             stream_path=path,
             app_path=app_path,
-            url=resolve_url(url) if redis_needed else url,
+            url=options.get("url") or stream.app.settings.redis_url,
             signature=_signature(stream),
             chunk=positive(options, "chunksize", 1000),
         )
+
+    # On the driver.
+
+    def prepare(self, *, writing: bool) -> None:
+        """Get the store's synchronous log from the URL's transport, and let the stream's
+        serializer check and store (writing) or load (reading) its schemas, once on the
+        driver; executors get the log and the schemas loaded."""
+        stream = load_stream(self.stream_path, self.app_path)
+        serializer = stream.serializer
+
+        async def run() -> None:
+            transport = transport_for(self.url, stream.app.settings)
+            try:
+                self.log = transport.sync_log()
+                if serializer is not None and stream.has_schemas:
+                    store = transport.schema_store(stream.app.name, stream.name)
+                    await serializer.prepare(store, writing=writing)
+                    self.schemas = await store.all()
+            finally:
+                await transport.aclose()
+
+        try:
+            asyncio.run(run())
+        except SchemaIncompatible as exc:
+            raise SchemaIncompatible(f"stream {stream.id!r}: {exc}") from None
+        self.writing = writing
 
     # On any process.
 
@@ -142,56 +139,61 @@ class Target:
                 f"{_difference(self.signature, mine)}; give every Spark process the same code "
                 "and RUNNEL_* environment (spark.executorEnv.RUNNEL_...)"
             )
-        if self.schemas:
-            load = getattr(stream.serializer, "load_schemas", None)
-            if load is not None:
-                load(self.schemas)
+        if self.schemas and stream.serializer is not None:
+            # What the driver loaded, handed to the serializer as a store of its own.
+            done = (self.stream_path, self.app_path, self.writing, *sorted(self.schemas))
+            if done not in _prepared:
+                snapshot = Snapshot(self.schemas)
+                asyncio.run(stream.serializer.prepare(snapshot, writing=self.writing))
+                _prepared.add(done)
         return stream
 
-    def client(self) -> redis.Redis:
-        return client(self.url)
+    def sync_log(self) -> SyncLog:
+        """This process's log for the store (one per URL, reused by every task)."""
+        if self.log is None:
+            raise Misconfigured("Target.prepare() was not called on the driver")
+        return _logs.setdefault(self.log.url, self.log)
 
     def key(self, stream: Stream, number: int) -> str:
-        return keys.partition(stream.app.name, stream.name, number)
+        return self.sync_log().partition_key(stream.app.name, stream.name, number)
 
     def refresh_schemas(self, stream: Stream) -> bool:
         """Load the writer schemas stored since the driver looked; False if none are new."""
-        load = getattr(stream.serializer, "load_schemas", None)
-        if load is None:
-            return False
-        # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
-        raw = cast(
-            dict[bytes, bytes], self.client().hgetall(keys.schemas(stream.app.name, stream.name))
-        )
-        stored = {k.decode(): v.decode() for k, v in raw.items()}
-        before = dict(getattr(stream.serializer, "stored", {}))
-        load(stored)
-        return dict(getattr(stream.serializer, "stored", {})) != before
-
-    # On the driver.
-
-    def prepare(self, *, writing: bool) -> None:
-        """Let the stream's serializer check and store (writing) or load (reading) its
-        schemas, once on the driver; executors get what was loaded."""
-        stream = load_stream(self.stream_path, self.app_path)
         serializer = stream.serializer
-        if serializer is None or type(serializer).prepare is Serializer.prepare:
-            return  # no stored schemas
+        if serializer is None or not stream.has_schemas:
+            return False
+        log = self.sync_log()
 
-        async def run() -> None:
-            transport = transport_for(self.url, stream.app.settings)
+        async def run() -> bool:
+            transport = transport_for(log.url, stream.app.settings)
             try:
                 store = transport.schema_store(stream.app.name, stream.name)
-                await serializer.prepare(store, writing=writing)
+                stored = await store.all()
+                if stored.keys() <= (self.schemas or {}).keys():
+                    return False
+                await serializer.refresh(store)
+                self.schemas = stored
+                return True
             finally:
                 await transport.aclose()
 
-        try:
-            asyncio.run(run())
-        except SchemaIncompatible as exc:
-            raise SchemaIncompatible(f"stream {stream.id!r}: {exc}") from None
-        stored = getattr(serializer, "stored", None)
-        self.schemas = dict(stored) if stored else None
+        return asyncio.run(run())
+
+
+class Snapshot(SchemaStore):
+    """Schemas read once (by the driver), as a store: what executors prepare from."""
+
+    def __init__(self, stored: Mapping[str, str]) -> None:
+        self.stored = dict(stored)
+
+    async def all(self) -> dict[str, str]:
+        return dict(self.stored)
+
+    async def add(self, fingerprint: str, schema: str, check: Check) -> dict[str, str]:
+        if fingerprint not in self.stored:
+            check(self.stored)
+            self.stored[fingerprint] = schema
+        return dict(self.stored)
 
 
 def lower(options: Mapping[str, str]) -> dict[str, str]:

@@ -3,8 +3,9 @@
 Each Spark task turns its rows into records exactly as ``stream.send`` does (validate,
 route with the stream's hasher, encode), so a key lands in the partition a Python
 producer would pick. It checks every row before it sends any, so a bad row fails the task
-with nothing of it written; then it appends the rows in order, ``chunkSize`` per
-``MULTI``/``EXEC`` round trip, each with ``XADD ... MAXLEN ~ partition_size``.
+with nothing of it written; then it appends the rows in order through the store's
+synchronous log, ``chunkSize`` per round trip, each chunk all or none (the same append
+``stream.send`` uses), trimming each partition to about ``partition_size``.
 
 Delivery is at least once. A task that fails while sending says how far it got; when
 Spark runs it again, the new attempt sends all its rows again, so the chunks the failed
@@ -13,15 +14,15 @@ attempt had written are in the stream twice.
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-import redis
 from pydantic import ValidationError
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -31,9 +32,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from runnel.cli.common import describe
+from runnel.cli.common import describe, shown_plain
 from runnel.exceptions import Misconfigured, RunnelError
 from runnel.stream import Stream
+from runnel.synclog import LogError
 from runnel_spark.schema import into_record
 from runnel_spark.target import Target
 
@@ -48,7 +50,7 @@ class BadRow(RunnelError):
 
 
 class WriteFailed(RunnelError):
-    """Appending to Redis failed part-way through a task."""
+    """Appending to the store failed part-way through a task."""
 
 
 @dataclasses.dataclass
@@ -78,13 +80,17 @@ def check_columns(stream: Stream, schema: StructType) -> None:
 class Encoder:
     """Turns plain rows into ``(partition number, fields)`` exactly as producers do."""
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: Stream, base64: Sequence[str] = ()) -> None:
         self.stream = stream
         self.into = into_record(stream.record)
+        self.base64 = tuple(base64)
+        """Fields whose text is base64 for their bytes (as files hold bytes)."""
 
     def __call__(self, row: dict[str, Any], where: str) -> tuple[int, dict[bytes, Any]]:
         stream = self.stream
         try:
+            if self.base64:
+                row = self._unbase64(row, where)
             record = stream.validate(self.into(row))
             return stream.partition_number(record), stream.encode(record)
         except ValidationError as exc:
@@ -92,6 +98,21 @@ class Encoder:
         except Exception as exc:
             problem = f"cannot be routed or encoded: {type(exc).__name__}: {exc}"
         raise BadRow(f"{stream.id}: {where} is {problem}; the row: {_show(row)}")
+
+    def _unbase64(self, row: dict[str, Any], where: str) -> dict[str, Any]:
+        decoded = dict(row)
+        for name in self.base64:
+            value = row.get(name)
+            if isinstance(value, str):
+                try:
+                    decoded[name] = binascii.a2b_base64(value, strict_mode=True)
+                except binascii.Error as exc:
+                    raise BadRow(
+                        f"{self.stream.id}: {where} is not a valid {self.stream.record.__name__}: "
+                        f"{name}: bytes must be given as base64 ({exc}) "
+                        f"(got {json.dumps(value, ensure_ascii=False)}); the row: {_show(row)}"
+                    ) from None
+        return decoded
 
 
 def plain_rows(batches: Iterable[Any]) -> Iterator[dict[str, Any]]:
@@ -134,27 +155,24 @@ def write_task(target: Target, batches: Iterable[Any]) -> WriteReport:
 
 
 def append(target: Target, stream: Stream, entries: list[Any], place: str) -> None:
-    client = target.client()
+    log = target.sync_log()
     sent = 0
     for start in range(0, len(entries), target.chunk):
         chunk = entries[start : start + target.chunk]
         try:
-            with client.pipeline(transaction=True) as pipe:
-                for key, fields in chunk:
-                    pipe.xadd(key, fields, maxlen=stream.partition_size, approximate=True)
-                pipe.execute()
-        except (redis.RedisError, OSError) as exc:
+            log.append(chunk, stream.partition_size)
+        except LogError as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
                 f"{sent}: rows 1-{sent} are in the stream, rows {sent + 1}-{sent + len(chunk)} "
-                "(the chunk in flight, sent as one MULTI/EXEC) may be, the rest are not; "
-                f"a retry of the task appends all of them again ({type(exc).__name__}: {exc})"
+                "(the chunk in flight, appended all or none) may be, the rest are not; "
+                f"a retry of the task appends all of them again ({exc})"
             ) from exc
         sent += len(chunk)
 
 
 def _show(row: dict[str, Any]) -> str:
-    text = json.dumps(row, default=str, ensure_ascii=False)
+    text = json.dumps(row, default=shown_plain, ensure_ascii=False)
     return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
 
 

@@ -111,13 +111,26 @@ def describe_settings(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def shown_plain(value: Any) -> Any:
+    """A value JSON cannot hold, as a message shows it: bytes as their text when they are
+    printable UTF-8, else as ``0x`` and hex; anything else as ``str``."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            return "0x" + raw.hex()
+        return text if text.isprintable() else "0x" + raw.hex()
+    return str(value)
+
+
 def describe(exc: ValidationError) -> str:
     """One line naming each invalid field, what was wrong, and the value given."""
     parts = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "record"
         given = err.get("input")
-        shown = json.dumps(given, default=str) if not isinstance(given, dict) else "{...}"
+        shown = json.dumps(given, default=shown_plain) if not isinstance(given, dict) else "{...}"
         parts.append(
             f"{loc}: {err['msg'][:1].lower()}{err['msg'][1:]} (got {shown})"
             if err["type"] != "missing"

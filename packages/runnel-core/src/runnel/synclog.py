@@ -1,0 +1,90 @@
+"""Synchronous access to a store's partition logs, for engines that run their own processes.
+
+Batch engines (Spark) plan on one process and read or write on many others, none of them
+in an event loop. A :class:`SyncLog` gives them what they need of a store without the
+rest of the runtime: how much each partition holds, its entries between two ids, and
+appends through the same all-or-none path as :meth:`runnel.stream.Stream.send`. A transport
+provides it (:meth:`runnel.transport.Transport.sync_log`); it pickles as its URL, so it
+can be shipped to other processes, where it connects again on first use.
+
+Entry ids are ``MILLISECONDS-SEQUENCE`` text, as in the rest of the core.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from runnel.exceptions import RunnelError
+from runnel.transport import Fields
+
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
+"""Entries read back, oldest first: id and fields."""
+
+
+class LogError(RunnelError):
+    """The store failed a read or an append (a lost connection, a refusal)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Extent:
+    """What a partition holds now: how many entries, its first and last id (None if empty)."""
+
+    length: int
+    first: str | None
+    last: str | None
+
+
+class SyncLog(abc.ABC):
+    """A store's partition logs, synchronously; picklable (as :attr:`url`)."""
+
+    url: str
+    """Where the store is, as any process can reach it."""
+
+    @abc.abstractmethod
+    def partition_key(self, app: str, stream: str, number: int) -> str:
+        """The store's name for partition ``number`` of ``stream`` (as the transport's)."""
+
+    @abc.abstractmethod
+    def extents(self, keys: Sequence[str]) -> list[Extent]:
+        """Length, first and last id of each partition, in one round trip."""
+
+    @abc.abstractmethod
+    def read(self, key: str, first: str, last: str, count: int) -> Iterator[Entries]:
+        """The entries of ``key`` with ids from ``first`` to ``last`` (both included),
+        oldest first, about ``count`` per round trip."""
+
+    @abc.abstractmethod
+    def nth_ids(self, ranges: Sequence[tuple[str, str, str, int]]) -> list[str | None]:
+        """For each ``(key, first, last, n)``: the id of the ``n``-th entry from ``first``
+        (both bounds included), or of the last in range if there are fewer; None if the
+        range is empty. In one round trip, without fetching the entries."""
+
+    @abc.abstractmethod
+    def append(self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None) -> None:
+        """Append ``(partition_key, fields)`` entries in order, all or none, in one round
+        trip; each partition is trimmed to about ``maxlen`` entries."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections (a later call connects again)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["url"])  # type: ignore[misc]
+
+
+def next_id(xid: str) -> str:
+    """The smallest id after ``xid`` (for reading on after the last entry seen)."""
+    ms, _, seq = xid.partition("-")
+    if int(seq) < MAX_SEQ:
+        return f"{ms}-{int(seq) + 1}"
+    return f"{int(ms) + 1}-0"
+
+
+MAX_SEQ = 2**64 - 1
+"""The largest sequence number of an id."""

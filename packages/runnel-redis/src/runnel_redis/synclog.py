@@ -1,0 +1,183 @@
+"""The partition logs over redis-py's synchronous client, for runnel-spark and the like.
+
+Reads are ``XRANGE`` pages whose raw replies we walk ourselves (hiredis parses them when
+installed); appends go through the APPEND script, as :meth:`RedisTransport.append` does,
+so a batch is written whole or not at all in one command and one reply.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError, RedisError
+from redis.retry import Retry
+
+from runnel.synclog import Entries, Extent, LogError, SyncLog, next_id
+from runnel.transport import Fields
+from runnel.urls import redact
+from runnel_redis import keys, resp, scripts
+
+_RAW = ("XRANGE", "XREVRANGE", "XLEN")
+_EVALSHA_APPEND = resp.arguments(("EVALSHA", hashlib.sha1(scripts.APPEND.encode()).hexdigest()))
+_EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
+
+
+class RedisLog(SyncLog):
+    """Partitions are Redis streams (``keys.partition``); one client per object."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._redis: redis.Redis | None = None
+
+    def __repr__(self) -> str:
+        return f"<RedisLog {redact(self.url)}>"
+
+    @property
+    def redis(self) -> redis.Redis:
+        if self._redis is None:
+            # No silent retries: an append whose reply was lost may have been applied, and
+            # only the caller can say what to do about it.
+            client = redis.Redis.from_url(self.url, retry=Retry(NoBackoff(), 0))
+            for name in _RAW:
+                client.response_callbacks.pop(name, None)
+            self._redis = client
+        return self._redis
+
+    def partition_key(self, app: str, stream: str, number: int) -> str:
+        return keys.partition(app, stream, number)
+
+    def extents(self, keys: Sequence[str]) -> list[Extent]:
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.execute_command("XLEN", key)
+                    pipe.execute_command("XRANGE", key, "-", "+", "COUNT", 1)
+                    pipe.execute_command("XREVRANGE", key, "+", "-", "COUNT", 1)
+                replies = pipe.execute()
+        except RedisError as exc:
+            raise self._failed("reading the extents of partitions", exc) from exc
+        out = []
+        for i in range(0, len(replies), 3):
+            length, first, last = replies[i : i + 3]
+            out.append(Extent(int(length), _first_id(first), _first_id(last)))
+        return out
+
+    def read(self, key: str, first: str, last: str, count: int) -> Iterator[Entries]:
+        client = self.redis
+        while True:
+            try:
+                raw = client.execute_command("XRANGE", key, first, last, "COUNT", count)
+            except RedisError as exc:
+                raise self._failed(f"reading {key} from {first}", exc) from exc
+            if not raw:
+                return
+            # Runnel's entries have one field: build that dict directly.
+            yield [
+                (xid, {flat[0]: flat[1]} if flat and len(flat) == 2 else _fields(flat))
+                for xid, flat in raw
+            ]
+            if len(raw) < count:
+                return
+            first = next_id(raw[-1][0].decode())
+
+    def nth_ids(self, ranges: Sequence[tuple[str, str, str, int]]) -> list[str | None]:
+        script = self.redis.register_script(scripts.NTH_ID)
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for key, first, last, n in ranges:
+                    script(keys=[key], args=[first, last, n], client=pipe)
+                replies = pipe.execute()
+        except RedisError as exc:
+            raise self._failed("bounding reads", exc) from exc
+        return [reply.decode() if reply else None for reply in replies]
+
+    def append(self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None) -> None:
+        if not entries:
+            return
+        streams: dict[str, int] = {}
+        packed, count = _pack_entries(entries, streams)
+        maxlen_arg = resp.arguments((maxlen if maxlen is not None else b"",))
+        head = resp.header(4 + len(streams) + count)
+        tail = resp.arguments((len(streams), *streams)) + maxlen_arg + packed
+        try:
+            try:
+                self._exchange(head + _EVALSHA_APPEND + tail)
+            except NoScriptError:
+                self._exchange(head + _EVAL_APPEND + tail)
+        except RedisError as exc:
+            raise self._failed(f"appending {len(entries)} entries", exc) from exc
+
+    def _exchange(self, packed: bytes) -> Any:
+        """One packed command on a pooled connection; a connection left in doubt is closed."""
+        pool = self.redis.connection_pool
+        conn = pool.get_connection()
+        clean = False
+        try:
+            conn.send_packed_command([packed], check_health=False)
+            reply = conn.read_response()
+            clean = True
+            return reply
+        except NoScriptError:
+            clean = True
+            raise
+        finally:
+            if not clean:
+                conn.disconnect()
+            pool.release(conn)
+
+    def _failed(self, what: str, exc: Exception) -> LogError:
+        return LogError(f"{redact(self.url)}: {what} failed ({type(exc).__name__}: {exc})")
+
+    def close(self) -> None:
+        if self._redis is not None:
+            self._redis.close()
+            self._redis = None
+
+
+def _pack_entries(
+    entries: Sequence[tuple[str, Fields]], streams: dict[str, int]
+) -> tuple[bytes, int]:
+    """The APPEND script's arguments after MAXLEN, packed (see scripts.APPEND), and their
+    number; fills ``streams`` with each key's index. Small numbers and field names repeat
+    on every entry, so their packed forms are kept."""
+    out: list[bytes] = []
+    add = out.append
+    count = 0
+    for key, fields in entries:
+        index = streams.get(key)
+        if index is None:
+            index = streams[key] = len(streams) + 1
+        add(_number(index))
+        add(_number(len(fields)))
+        count += 2 + 2 * len(fields)
+        for name, value in fields.items():
+            add(_name(name))
+            if type(value) is bytes:
+                add(b"$%d\r\n%b\r\n" % (len(value), value))
+            else:  # str, numbers: as the transport sends them
+                add(resp.arguments((value,)))
+    return b"".join(out), count
+
+
+@functools.cache
+def _number(n: int) -> bytes:
+    return resp.arguments((n,))
+
+
+@functools.cache
+def _name(name: bytes | str) -> bytes:
+    return resp.arguments((name,))
+
+
+def _fields(flat: list[bytes] | None) -> dict[bytes, bytes]:
+    it = iter(flat or ())  # a trimmed entry has no fields
+    return dict(zip(it, it, strict=True))
+
+
+def _first_id(reply: Any) -> str | None:
+    return reply[0][0].decode() if reply else None
