@@ -17,12 +17,14 @@ from runnel.coordination import Coordination, Leadership, Members, ReadResult
 from runnel.exceptions import StoreFull
 from runnel.processing.retry import reraise_if_cancelled
 from runnel_redis import keys, resp, scripts
+from runnel_redis.seam import guarded
 
 ADMIN_TTL_MS = 10_000
 ADMIN_WAIT = 0.05
 CONTROL_MAXLEN = 1000
 
 
+@guarded
 class RedisCoordination(Coordination):
     def __init__(
         self, client: aioredis.Redis, app: str, stream: str, processor: str, group: str
@@ -295,6 +297,7 @@ class RedisCoordination(Coordination):
         return lifted
 
 
+@guarded
 class RedisLeadership(Leadership):
     def __init__(self, client: aioredis.Redis, app: str) -> None:
         self.redis = client

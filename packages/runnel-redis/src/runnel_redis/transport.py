@@ -16,6 +16,7 @@ from runnel_redis import errors, keys, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.schemas import RedisSchemaStore
+from runnel_redis.seam import guarded
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
@@ -24,6 +25,7 @@ _RAW_REPLIES = ("XREADGROUP", "XAUTOCLAIM", "XREAD")
 _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 
 
+@guarded
 class RedisTransport(Transport):
     """Partitions are Redis streams; consumer groups are named after processors."""
 

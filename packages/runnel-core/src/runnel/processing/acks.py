@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from runnel.exceptions import TransportError
 from runnel.processing.retry import Backoff, outage, reraise_if_cancelled
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Acks:
             lost = await executor.coordination.ack(executor.id, {self.key: ids})
         except BaseException as exc:
             self.give_back(ids)
-            if not isinstance(exc, Exception):
+            if not isinstance(exc, TransportError):
                 raise
             reraise_if_cancelled(exc)
             outage.failed(f"acknowledging {len(ids)} events on {self.key}", exc)
@@ -139,7 +140,7 @@ class Acknowledger:
                 for key, (acks, ids) in taken.items():
                     acks.give_back(ids)
                     self._waiting[key] = acks
-                if not isinstance(exc, Exception):
+                if not isinstance(exc, TransportError):
                     raise
                 reraise_if_cancelled(exc)
                 count = sum(len(ids) for _, ids in taken.values())

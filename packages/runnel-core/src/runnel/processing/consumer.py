@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from runnel import context
+from runnel.exceptions import TransportError
 from runnel.processing.acks import Acks
 from runnel.processing.events import Events
 from runnel.processing.failures import failure_fields, failure_text, retry_delay
@@ -64,10 +65,10 @@ class Consumer:
             # Past the grace period: close the pipeline (middleware clean-up) and go.
             try:
                 await events.aclose(exc)
-            except Exception:
+            except Exception:  # user code (middleware): report it, still go
                 log.exception("middleware clean-up failed on %r", self.partition)
             raise
-        except Exception as exc:
+        except Exception as exc:  # user code: the exception policy decides
             failure: Exception | None = exc
         else:
             failure = None
@@ -78,7 +79,7 @@ class Consumer:
             events.context.policy = policy  # what the middleware's clean-up acts on
         try:
             await events.aclose(failure)
-        except Exception as exc:
+        except Exception as exc:  # user code (middleware clean-up)
             # A middleware's clean-up failed (a dead-letter send, say): what was in flight
             # is not done. Under IGNORE try it again; otherwise apply the policy.
             fields = failure_fields(self.processor.name, self.partition, inflight)
@@ -171,7 +172,7 @@ class Consumer:
             await self.executor.coordination.quarantine(
                 self.partition.number, entry_id, f"{type(exc).__name__}: {exc}"
             )
-        except Exception as err:
+        except TransportError as err:
             reraise_if_cancelled()
             log.warning("could not record the quarantine of %r: %r", self.partition, err)
 

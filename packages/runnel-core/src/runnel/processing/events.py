@@ -99,7 +99,7 @@ class Events:
         for gen in reversed(self._generators):
             try:
                 await gen.aclose()
-            except Exception as exc:  # a middleware's clean-up failed
+            except Exception as exc:  # user code: a middleware's clean-up failed
                 errors.append(exc)
         self._generators.clear()
         if errors:

@@ -29,7 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runnel.coordination import Members
-from runnel.exceptions import AccessDenied, RunnelError
+from runnel.exceptions import AccessDenied, RunnelError, TransportError
 from runnel.processing.acks import Acknowledger
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
@@ -175,9 +175,7 @@ class Executor:
         transport = self.transport
         stream = self.processor.stream
         try:
-            await retrying(
-                lambda: stream.prepare(writing=False), "loading schemas", fatal=(RunnelError,)
-            )
+            await retrying(lambda: stream.prepare(writing=False), "loading schemas")
         except AccessDenied:
             raise  # the worker stops on it, saying who was refused what
         except RunnelError as exc:
@@ -224,7 +222,7 @@ class Executor:
 
         try:
             await self.coordination.change_members(remove_me, "leave", self.id)
-        except Exception as exc:
+        except TransportError as exc:
             reraise_if_cancelled()
             log.warning(
                 "%r could not announce leaving (others will notice it is gone): %r", self, exc
@@ -234,7 +232,7 @@ class Executor:
         try:
             await self.coordination.release(self.id, list(range(count)))
             await self.coordination.announce("released", self.id)
-        except Exception as exc:
+        except TransportError as exc:
             reraise_if_cancelled()
             log.warning("%r could not release its locks (they will expire): %r", self, exc)
         log.info("%r left", self)
@@ -251,7 +249,7 @@ class Executor:
                 await self._rebalance_once()
                 self.stats.rebalances += 1
                 backoff.reset()
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} rebalancing", exc)
                 self._rebalance.set()
@@ -340,7 +338,7 @@ class Executor:
             await asyncio.sleep(interval)
             try:
                 await self._beat_once()
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} heartbeat", exc)
                 await asyncio.sleep(min(1.0, interval))
@@ -370,7 +368,7 @@ class Executor:
 
                 await self.coordination.change_members(drop_dead, "dead", self.id)
                 self._rebalance.set()  # our own message does not wake our control loop
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} maintenance", exc)
 
@@ -381,7 +379,7 @@ class Executor:
             reraise_if_cancelled()
             try:
                 position, messages = await self.coordination.control(position, block)
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} reading the control stream", exc)
                 await asyncio.sleep(1)
@@ -389,7 +387,7 @@ class Executor:
             if any(m.get("reason") == "resume" for m in messages):
                 try:
                     await self._resume_lifted()
-                except Exception as exc:
+                except TransportError as exc:
                     reraise_if_cancelled()
                     log.warning("%r resuming quarantined partitions failed: %r", self, exc)
             if any(m.get("executor") != self.id for m in messages):

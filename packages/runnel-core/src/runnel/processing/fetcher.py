@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from runnel.exceptions import TransportError
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
@@ -122,7 +123,7 @@ class _Lane:
                 result = await executor.coordination.read(
                     executor.id, executor.consumer_name, wanted, count
                 )
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 # The reply may have been lost after the store delivered entries to us:
                 # those are pending now, so read the pending entries after what we hold.
@@ -164,7 +165,7 @@ class _Lane:
         if unknown:
             try:
                 known = await self.executor.transport.last_delivered(unknown, self.executor.group)
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 log.debug("reading group positions failed: %r", exc)
                 known = {}
@@ -183,7 +184,7 @@ class _Lane:
             try:
                 if await transport.wait_for_new(self._watch, block):
                     self.wake.set()
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 log.debug("watching for new events failed: %r", exc)
                 await asyncio.sleep(0.5)
