@@ -11,6 +11,7 @@ import pytest
 
 from runnel import Record
 from runnel.exceptions import Unavailable
+from runnel.transport import PartitionId
 from runnel_redis.transport import RedisTransport
 
 from .conftest import Running, make_app
@@ -93,7 +94,7 @@ async def test_one_cancellation_stops_a_loop_of_store_calls(redis_url: str) -> N
             async def polling(cancelled: asyncio.Event = cancelled) -> str:
                 extra = 0
                 while True:
-                    await transport.lengths(["runnel-test-none"])
+                    await transport.lengths([PartitionId("runnel-test", "none", 0)])
                     if cancelled.is_set():
                         extra += 1
                         if extra == 3:

@@ -10,6 +10,7 @@ from redis import exceptions as redis_errors
 
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
 from runnel.processing.retry import retrying
+from runnel.transport import PartitionId
 from runnel_redis import errors
 from runnel_redis.seam import guarded, kind_of, translate
 from runnel_redis.transport import RedisTransport
@@ -106,7 +107,7 @@ async def test_a_refused_connection_is_unavailable() -> None:
     transport = RedisTransport(UNREACHABLE)
     try:
         with pytest.raises(Unavailable) as caught:
-            await transport.lengths(["a"])
+            await transport.lengths([PartitionId("u", "s", 0)])
         assert isinstance(caught.value, redis.ConnectionError)
     finally:
         await transport.aclose()
