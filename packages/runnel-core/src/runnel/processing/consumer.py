@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from runnel import context
@@ -16,7 +17,15 @@ from runnel.processing.retry import reraise_if_cancelled
 from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
-    from runnel.processing.executor import Executor
+    from runnel.processing.lease import Lease
+    from runnel.processor import Processor
+    from runnel.transport import PartitionId
+
+Halt = Callable[[BaseException], None]
+"""Told that a processor failed under ``HALT``: the worker stops."""
+
+Quarantine = Callable[["PartitionId", "str | None", str], Awaitable[None]]
+"""Records a quarantined partition where the CLI sees it (``Coordination.quarantine``)."""
 
 log = logging.getLogger("runnel.consumer")
 
@@ -28,12 +37,24 @@ class Consumer:
     """Feeds one partition's inbox to the processor function, restarting it as the
     exception policy says, and acknowledges what finished on the way out."""
 
-    def __init__(self, executor: Executor, partition: Partition, inbox: Inbox) -> None:
-        self.executor = executor
-        self.processor = executor.processor
+    def __init__(
+        self,
+        processor: Processor,
+        partition: Partition,
+        inbox: Inbox,
+        acks: Acks,
+        lease: Lease,
+        *,
+        halt: Halt,
+        quarantine: Quarantine,
+    ) -> None:
+        self.processor = processor
         self.partition = partition
         self.inbox = inbox
-        self.acks = Acks(executor, partition.id)
+        self.acks = acks
+        self.lease = lease
+        self._halt = halt
+        self._quarantine = quarantine
         self.stopping = False
         self.poisoned = False
         self._failing: bytes | None = None  # under RETRY: the first event of the failed iteration
@@ -138,7 +159,7 @@ class Consumer:
         else:
             log.error("%s raised; halting the worker", where, exc_info=exc, extra=fields)
             self.stop()
-            self.executor.halt(exc)
+            self._halt(exc)
 
     async def _retry(self, exc: Exception, inflight: list[Event], where: str, fields: dict) -> None:
         """Put the failed events back in front of the inbox and wait out the backoff (a
@@ -169,9 +190,7 @@ class Consumer:
     async def _record_quarantine(self, entry_id: str | None, exc: Exception) -> None:
         """Where ``runnel status`` sees it, and ``runnel processor skip/resume`` lift it."""
         try:
-            await self.executor.coordination.quarantine(
-                self.partition.id, entry_id, f"{type(exc).__name__}: {exc}"
-            )
+            await self._quarantine(self.partition.id, entry_id, f"{type(exc).__name__}: {exc}")
         except TransportError as err:
             reraise_if_cancelled()
             log.warning("could not record the quarantine of %r: %r", self.partition, err)
