@@ -103,6 +103,7 @@ class Log:
                     return True
             return False
 
+        await asyncio.sleep(0)  # a store call always yields, even when it answers at once
         self._appended.clear()
         if newer():
             return True
