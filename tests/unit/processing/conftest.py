@@ -164,3 +164,16 @@ def held_lease() -> Lease:
 
 def events_of(partition: Partition, *xids: bytes) -> list[Event]:
     return [Event(partition, xid, {b"data": b"x"}, group="proc") for xid in xids]
+
+
+HANG_GUARD = 20.0
+"""Upper bound for any single wait; reaching it means the test hung."""
+
+
+async def until(check: Any) -> None:
+    """Let the loop run until ``check()`` is true."""
+    async with asyncio.timeout(HANG_GUARD):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.001)

@@ -12,7 +12,7 @@ from runnel.processing.acks import Acknowledger, Acks
 from runnel.stream import Stream
 from runnel.transport import PartitionId
 
-from .conftest import OUTAGE, Log, processor_of, stats_of
+from .conftest import OUTAGE, Log, processor_of, stats_of, until
 
 
 async def noop(events):  # type: ignore[no-untyped-def]
@@ -29,11 +29,6 @@ def wire(app: App, stream: Stream, log: Log) -> tuple[Acknowledger, list[Acks], 
     ]
     log.owned = {p.id for p in stream.partitions}
     return acknowledger, acks, lost
-
-
-async def until(check) -> None:  # type: ignore[no-untyped-def]
-    while not check():
-        await asyncio.sleep(0.001)
 
 
 async def test_the_acknowledger_sends_what_every_partition_recorded(

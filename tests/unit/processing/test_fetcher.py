@@ -15,7 +15,7 @@ from runnel.stream import Stream
 from runnel.transport import NEW, PENDING, PartitionId
 from runnel.types import Event
 
-from .conftest import OUTAGE, Log, processor_of, stats_of
+from .conftest import OUTAGE, Log, processor_of, stats_of, until
 
 
 async def noop(events):  # type: ignore[no-untyped-def]
@@ -109,8 +109,7 @@ async def test_a_lost_partition_is_reported(running: Running, log: Log, stream: 
     log.owned.discard(p1)
     log.append(p1, b"x")
     running.fetcher.look_again()
-    while not running.lost:
-        await asyncio.sleep(0.001)
+    await until(lambda: running.lost)
     assert running.lost[0] == p1
 
 
