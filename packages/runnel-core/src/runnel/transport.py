@@ -68,6 +68,10 @@ PENDING = Position()
 class Transport(abc.ABC):
     """A store of partitioned append-only logs with consumer groups."""
 
+    shared: bool = True
+    """Whether other processes see the same data. The CLI refuses to inspect or change
+    a store that is not shared (``memory://``), since it would see an empty one."""
+
     @abc.abstractmethod
     def partition_key(self, partition: PartitionId) -> str:
         """The store's own name for ``partition``: for people (CLI, logs) and for dead
