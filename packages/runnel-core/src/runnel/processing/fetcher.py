@@ -242,6 +242,10 @@ class _Lane:
             await self._armed.wait()
             try:
                 if await source.wait_for_new(self._watch, block):
+                    # Disarm until the lane points us at quiet partitions again: a store
+                    # that answers without yielding (an in-process one) would otherwise
+                    # keep us looping here and the lane would never run.
+                    self._armed.clear()
                     self.wake.set()
             except TransportError as exc:
                 reraise_if_cancelled(exc)
