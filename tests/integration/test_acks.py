@@ -7,6 +7,7 @@ import asyncio
 import redis
 
 from runnel import ExceptionPolicy, Record
+from runnel.exceptions import Unavailable
 
 from .conftest import Running, all_pending, make_app, pending_ids
 
@@ -185,7 +186,7 @@ async def test_a_stop_acknowledges_everything_through_failing_sends(
         async def flaky_ack(owner, ids):  # type: ignore[no-untyped-def]
             if len(failures) < 4:
                 failures.append(ids)
-                raise redis.ConnectionError("Redis went away for a moment")
+                raise Unavailable("Redis went away for a moment")
             return await real_ack(owner, ids)
 
         coordination.ack = flaky_ack  # type: ignore[method-assign]

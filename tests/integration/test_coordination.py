@@ -19,6 +19,7 @@ import redis
 
 from runnel import App, Record, Stream
 from runnel.coordination import Member, Members
+from runnel.exceptions import Unavailable
 from runnel.processing.executor import Executor
 from runnel.processing.worker import Worker
 from runnel.transport import NEW, PENDING, PartitionId
@@ -565,7 +566,7 @@ async def test_a_paused_owner_is_fenced_out_then_rejoins(
 
             # b "pauses": its heartbeat no longer reaches Redis.
             async def unreachable(*args: Any, **kwargs: Any) -> Any:
-                raise ConnectionError("paused")
+                raise Unavailable("paused")
 
             for name in cut_off:
                 monkeypatch.setattr(eb.coordination, name, unreachable)
@@ -658,7 +659,7 @@ async def test_acquiring_a_lock_does_not_renew_the_lease_of_locks_lost_meanwhile
         )
 
         async def unreachable(*args: Any, **kwargs: Any) -> Any:
-            raise ConnectionError("paused")
+            raise Unavailable("paused")
 
         monkeypatch.setattr(e.coordination, "beat", unreachable)
 

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from runnel.processing.retry import cancel_and_wait, reraise_if_cancelled
+from runnel_redis.seam import guarded
 
 
 async def test_a_task_that_drops_a_cancellation_is_cancelled_again() -> None:
@@ -63,3 +64,59 @@ async def test_a_loop_that_checks_stops_after_a_dropped_cancellation() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert turns == [0]
+
+
+async def test_the_redis_seam_raises_a_cancellation_the_library_dropped() -> None:
+    """What ``asyncio.wait_for`` does on Python 3.11 when a cancellation arrives as the
+    reply does: the call returns its value as if never cancelled. The seam notices the
+    task was cancelled during the call and raises, so one cancellation is enough."""
+    started = asyncio.Event()
+
+    @guarded
+    class Dropping:
+        async def exists(self) -> int:
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass  # dropped
+            return 1
+
+    polls: list[int] = []
+
+    async def polling() -> None:
+        store = Dropping()
+        while True:
+            polls.append(await store.exists())
+
+    task = asyncio.create_task(polling())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert polls == []
+
+
+async def test_the_seam_leaves_a_cancellation_handled_before_the_call_alone() -> None:
+    """Clean-up after a cancellation that was caught (a ``finally`` block) may still call
+    the store: only a cancellation arriving during the call counts."""
+    done: list[str] = []
+
+    @guarded
+    class Store:
+        async def release(self) -> str:
+            await asyncio.sleep(0)
+            return "released"
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            done.append(await Store().release())
+
+    task = asyncio.create_task(work())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert done == ["released"]

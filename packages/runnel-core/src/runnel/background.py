@@ -74,7 +74,7 @@ class BackgroundTask:
             await self.call()
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # user code: a background task's failure is logged, it runs again
             reraise_if_cancelled()
             log.exception("%s %s raised", self.kind, self.name)
 

@@ -30,7 +30,19 @@ class SchemaIncompatible(Misconfigured):
     """A record's schema cannot be used with the schemas already stored for its stream."""
 
 
-class AccessDenied(RunnelError):
+class TransportError(RunnelError):
+    """A call to the store failed. Store plugins raise this (or a subclass) for every
+    failure of the store itself, so core retries those and nothing else: any other
+    exception out of a store call is a bug, and surfaces.
+    """
+
+
+class Unavailable(TransportError):
+    """The store could not be reached or did not answer in time (connection refused or
+    dropped, a timeout, a server still loading or failing over). Worth retrying."""
+
+
+class AccessDenied(TransportError):
     """The store refused our credentials or a command (a wrong password, a missing ACL
     permission). Retrying cannot help, so workers stop on it instead of waiting.
 
@@ -43,5 +55,5 @@ class AccessDenied(RunnelError):
         self.command = command
 
 
-class StoreFull(RunnelError):
+class StoreFull(TransportError):
     """The store is out of memory and refuses writes (Redis at ``maxmemory``)."""

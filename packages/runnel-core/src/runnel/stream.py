@@ -222,7 +222,7 @@ class Stream:
             raise DecodeError(
                 f"{self.name}: stored data is not a valid {self.record.__name__}: {exc}"
             ) from exc
-        except Exception as exc:
+        except Exception as exc:  # the serializer (a plugin) or stored data
             raise DecodeError(f"{self.name}: cannot decode entry: {exc!r}") from exc
 
     # Schemas.
@@ -258,7 +258,7 @@ class Stream:
                 if compressor is not None:
                     data = compressor.decompress(data)
                 unknown = serializer.unknown(data)
-            except Exception:
+            except Exception:  # serializer code; decoding reports it under the policy
                 continue  # decoding will fail and say why, under the exception policy
             if unknown:
                 store = self.app.transport.schema_store(self.app.name, self.name)
@@ -290,7 +290,7 @@ class Stream:
             key = keys[number(record)]
             try:
                 entries.append((key, encode(record)))
-            except Exception as exc:
+            except Exception as exc:  # the serializer (a plugin) or the user's record
                 raise self._encode_error(record, len(entries), len(records), exc) from exc
         ids = None
         if stream_ids:

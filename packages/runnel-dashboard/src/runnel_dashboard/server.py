@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 
 from runnel.app import App
 from runnel.cli.jobs import select_dead_letters
-from runnel.exceptions import RunnelError
+from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError
 from runnel.processing.retry import cancel_and_wait
 from runnel_dashboard.sampler import Sampler
 from runnel_dashboard.snapshot import hide_password, snapshot
@@ -140,7 +140,8 @@ def _error(status: int, message: str) -> JSONResponse:
 def _describe(app: App, exc: Exception) -> str:
     """One line for the page; the store's URL appears with its password hidden."""
     url = hide_password(app.settings.redis_url)
-    if isinstance(exc, RunnelError):
+    said = not isinstance(exc, TransportError) or isinstance(exc, AccessDenied | StoreFull)
+    if isinstance(exc, RunnelError) and said:  # our own message says what happened
         text = str(exc)
     else:
         text = f"cannot read {url}: {type(exc).__name__}: {exc}"

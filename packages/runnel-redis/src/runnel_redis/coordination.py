@@ -26,12 +26,14 @@ from runnel.exceptions import StoreFull
 from runnel.processing.retry import reraise_if_cancelled
 from runnel.transport import PartitionId, Position
 from runnel_redis import keys, resp, scripts
+from runnel_redis.seam import guarded
 
 ADMIN_TTL_MS = 10_000
 ADMIN_WAIT = 0.05
 CONTROL_MAXLEN = 1000
 
 
+@guarded
 class RedisCoordination(Coordination):
     def __init__(
         self,
@@ -343,6 +345,7 @@ class RedisCoordination(Coordination):
         return lifted
 
 
+@guarded
 class RedisLeadership(Leadership):
     def __init__(self, client: aioredis.Redis, app: str) -> None:
         self.redis = client

@@ -38,6 +38,7 @@ from runnel.jobs.model import (
 )
 from runnel.jobs.store import JobStore
 from runnel_redis import keys, resp
+from runnel_redis.seam import guarded
 
 _KINDS = {"success": b"s", "retry": b"r", "dead": b"d", "release": b"q"}
 _FOUR = b"$%d\r\n%s\r\n$%d\r\n%s\r\n"
@@ -56,6 +57,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+@guarded
 class RedisJobStore(JobStore):
     def __init__(self, client: aioredis.Redis, app: str) -> None:
         super().__init__()

@@ -9,8 +9,10 @@ from redis.exceptions import WatchError
 
 from runnel.schemas import Check, SchemaStore
 from runnel_redis import keys
+from runnel_redis.seam import guarded
 
 
+@guarded
 class RedisSchemaStore(SchemaStore):
     def __init__(self, redis: aioredis.Redis, app: str, stream: str) -> None:
         self.redis = redis

@@ -17,6 +17,7 @@ from runnel_redis import errors, keys, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.schemas import RedisSchemaStore
+from runnel_redis.seam import guarded
 from runnel_redis.synclog import RedisLog
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
@@ -27,6 +28,7 @@ _START = b"0-0"  # Redis's id before every entry
 _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 
 
+@guarded
 class RedisTransport(Transport):
     """Partitions are Redis streams; consumer groups are named after processors."""
 

@@ -59,12 +59,12 @@ def main() -> None:
     for name in _plugin_args(sys.argv[1:]):
         try:
             load_plugin(name, source="--plugin")
-        except Exception as exc:
+        except Exception as exc:  # a plugin's own code failed to import
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
     try:
         add_commands(cli)
-    except Exception as exc:
+    except Exception as exc:  # a plugin's command registration failed
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
     cli(prog_name="runnel")

@@ -13,7 +13,7 @@ import click
 from pydantic import ValidationError
 
 from runnel.app import App
-from runnel.exceptions import AccessDenied, RunnelError, StoreFull
+from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
 from runnel.imports import import_object
 from runnel.jobs.function import JobFunction
 from runnel.plugins.manager import load_plugin
@@ -50,7 +50,7 @@ def load(target: str, kind: type[T]) -> T:
         if exc.title == "Settings":
             raise one_line(f"invalid setting: {describe_settings(exc)}", exc) from None
         raise one_line(f"importing {target!r} failed: {describe(exc)}", exc) from None
-    except Exception as exc:
+    except Exception as exc:  # the user's module raised while importing
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise one_line(f"importing {target!r} failed{raised_at(exc)}: {message}", exc) from None
     if kind is Processor:
@@ -161,7 +161,7 @@ def run(coro: Coroutine[Any, Any, T], app: App) -> T:
 
     try:
         return asyncio.run(main())
-    except Exception as exc:
+    except Exception as exc:  # one line for the store's failures; failure() re-raises bugs
         raise one_line(failure(app, exc), exc) from None
 
 
@@ -180,6 +180,10 @@ def failure(app: App, exc: Exception) -> str:
     where = redact(app.settings.redis_url)
     if isinstance(exc, AccessDenied | StoreFull):
         return f"{where}: {exc}"
+    if isinstance(exc, Unavailable):
+        return f"cannot reach {where}: {_one_line(exc)}"
+    if isinstance(exc, TransportError):
+        return f"{where}: {_one_line(exc)}"
     if isinstance(exc, RunnelError):
         return str(exc)
     if isinstance(exc, ConnectionError | OSError | TimeoutError):

@@ -129,7 +129,7 @@ def _parse(stream: Stream, sink_id: bytes, fields: dict[bytes, bytes]) -> DeadLe
         # The sink holds exact copies: their key routes them as it did the first time.
         try:
             partition: Partition | None = stream.partition_for(stream.decode(fields))
-        except Exception:
+        except Exception:  # user data that no longer decodes: no partition then
             partition = None
         return DeadLetter(sink_id, partition, None, stored_at, "", dict(fields))
     by_key = {p.key: p for p in stream.partitions}

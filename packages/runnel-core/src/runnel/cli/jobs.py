@@ -159,7 +159,7 @@ def _describe(record: JobRecord) -> dict[str, Any]:
         serializer = codec.serializer_named(record.codec)
         args, kwargs = codec.decode_arguments(serializer, record.payload)
         report["args"], report["kwargs"] = args, kwargs
-    except Exception as exc:
+    except Exception as exc:  # user data or codec: shown, not fatal
         report["args"] = f"<cannot decode: {exc}>"
         serializer = None
     if record.error is not None:

@@ -99,7 +99,7 @@ async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> i
             chunk = records[start : start + CHUNK]
             try:
                 await stream.send(*chunk)
-            except (Exception, asyncio.CancelledError) as exc:
+            except (Exception, asyncio.CancelledError) as exc:  # say where to resume, then re-raise
                 task = asyncio.current_task()
                 if isinstance(exc, asyncio.CancelledError) or (task and task.cancelling()):
                     # Ctrl-C (which redis-py may report as a timeout): say where to resume,

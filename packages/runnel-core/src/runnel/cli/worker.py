@@ -140,7 +140,7 @@ def worker(
         raise click.ClickException(failure(app, exc)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         code = 1
-    except Exception as exc:
+    except Exception as exc:  # a bug: logged with its traceback, exit non-zero
         logging.getLogger("runnel.worker").exception("worker crashed")
         raise click.ClickException(f"worker crashed: {exc!r}") from None
     _exit(code)

@@ -67,14 +67,14 @@ def encode_arguments(
             pass  # records and the like: through pydantic
     try:
         return encode(serializer, value)
-    except Exception as exc:
+    except Exception as exc:  # the serializer or the user's values
         raise EncodeError(f"job {name!r}: cannot encode the arguments: {exc}") from None
 
 
 def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], dict[str, Any]]:
     try:
         value = decode(serializer, data)
-    except Exception as exc:
+    except Exception as exc:  # the serializer or stored data
         raise DecodeError(f"cannot decode the job's arguments: {exc}") from None
     if not isinstance(value, dict) or not isinstance(value.get("args", []), list):
         raise DecodeError("the job's arguments are not of the form {args: [...], kwargs: {...}}")

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runnel.exceptions import DecodeError, UnknownPlugin
+from runnel.exceptions import DecodeError, TransportError, UnknownPlugin
 from runnel.jobs import codec
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
@@ -163,7 +163,7 @@ class JobExecutor:
             await self.finisher.last_chance()
             try:
                 await self.store.leave(self.id)
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled()
                 log.warning("%r could not unregister (its heartbeat will expire): %r", self, exc)
         log.info(
@@ -194,7 +194,7 @@ class JobExecutor:
             self._held += want  # reserved while asking, so the other lane asks for the rest
             try:
                 taken = await self.store.take(self.id, want, BLOCK_CAP_MS, self.clock)
-            except Exception as exc:
+            except TransportError as exc:
                 self._held -= want
                 reraise_if_cancelled(exc)
                 outage.failed("taking jobs", exc)
@@ -297,12 +297,12 @@ class JobExecutor:
                     "TimeoutError", f"did not finish within {job.timeout}s", info.traceback
                 )
             return self._failure(job, d, info)
-        except Exception as exc:
+        except Exception as exc:  # user code: the job failed, retried as it says
             return self._failure(job, d, _error_info(exc))
         self.done += 1
         try:
             result = codec.result_item(serializer, value) if d.results else None
-        except Exception as exc:
+        except Exception as exc:  # the job's return value or its serializer
             log.error("job %s %s returned a value that cannot be stored: %r", job.name, d.id, exc)
             error = ErrorInfo("EncodeError", f"cannot encode the return value: {exc}")
             return self._dead(d, error, result=d.results)
@@ -379,7 +379,7 @@ class JobExecutor:
             reraise_if_cancelled()
             try:
                 await action()
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r}: {action.__name__.strip('_')}", exc)
             await asyncio.sleep(interval)
@@ -476,7 +476,7 @@ class Finisher:
         try:
             async with asyncio.timeout(within):
                 await self.store.finish(self.executor, batch, self.results_ttl)
-        except (Exception, asyncio.CancelledError) as exc:
+        except (TransportError, TimeoutError, asyncio.CancelledError) as exc:
             log.warning(
                 "%d job outcomes were not recorded (%r); their jobs are taken back once this "
                 "worker's heartbeat expires",
@@ -497,7 +497,7 @@ class Finisher:
             batch, self._pending = self._pending, []
             try:
                 refused = await self.store.finish(self.executor, batch, self.results_ttl)
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 self._pending = batch + self._pending
                 outage.failed(f"recording {len(batch)} job outcomes", exc)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runnel.exceptions import RunnelError
+from runnel.exceptions import TransportError
 
 Id = tuple[int, int]
 ZERO: Id = (0, 0)
@@ -109,7 +109,7 @@ class Log:
         return len(self.after(group.last_delivered))
 
 
-class NoGroup(RunnelError):
+class NoGroup(TransportError):
     """Read or acknowledged in a consumer group that was never made (Redis: NOGROUP)."""
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Histogram
 
+from runnel.exceptions import TransportError
 from runnel.metrics import stats
 from runnel.metrics.definitions import Definitions
 from runnel.metrics.server import Server, serve, supervised
@@ -143,14 +144,14 @@ class WorkerMetrics:
         for executor in self.worker.executors:
             try:
                 await self._sample_backlog(executor)
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled()
                 log.debug("sampling the backlog of %s failed: %r", executor.processor.name, exc)
         job_executor = self.worker.job_executor
         if job_executor is not None:
             try:
                 counts = await job_executor.store.counts(job_executor.clock.now())
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled()
                 log.debug("sampling the job queue failed: %r", exc)
             else:

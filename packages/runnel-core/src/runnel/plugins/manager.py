@@ -85,7 +85,7 @@ def plugin_manager() -> pluggy.PluginManager:
             _sources["memory"] = "built-in"
             try:
                 pm.load_setuptools_entrypoints("runnel")
-            except Exception as exc:
+            except Exception as exc:  # a plugin's own code failed to import
                 raise Misconfigured(_broken_entry_point(exc)) from exc
             _manager = pm
         return _manager
@@ -202,7 +202,7 @@ def _broken_entry_point(exc: Exception) -> str:
     for ep in entry_points(group="runnel"):
         try:
             ep.load()
-        except Exception as failure:
+        except Exception as failure:  # find which plugin fails to import
             dist = f" (distribution {ep.dist.name} {ep.dist.version})" if ep.dist else ""
             reason = " ".join(f"{type(failure).__name__}: {failure}".split())
             return f"installed plugin {ep.name!r}{dist} failed to load: {reason}"

@@ -16,26 +16,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from runnel.exceptions import TransportError
 from runnel.processing.retry import Backoff, outage, reraise_if_cancelled
 
 if TYPE_CHECKING:
-    from runnel.processing.executor import Executor
+    from runnel.metrics.stats import PartitionStats
     from runnel.transport import PartitionId
 
 log = logging.getLogger("runnel.acks")
+
+AckSink = Callable[[Mapping["PartitionId", Sequence[bytes]]], Awaitable[Sequence["PartitionId"]]]
+"""Acknowledges ids by partition, fenced by our locks; returns the partitions we no longer
+hold (their ids are not acknowledged). The executor's is ``Coordination.ack`` for its id."""
+
+LostPartition = Callable[["PartitionId"], None]
+"""Told that the store says a partition's lock is no longer ours."""
 
 
 class Acks:
     """The finished, not yet acknowledged events of one partition."""
 
-    def __init__(self, executor: Executor, key: PartitionId) -> None:
-        self.executor = executor
+    def __init__(
+        self,
+        key: PartitionId,
+        stats: PartitionStats,
+        send: AckSink,
+        lost: LostPartition,
+        wake: Callable[[Acks], None],
+    ) -> None:
         self.key = key
-        self.stats = executor.stats.partition(key.number)
+        self.stats = stats
         self.ids: list[bytes] = []
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
+        self._send = send
+        self._lost = lost
+        self._wake = wake
         self._sending = 0
         self._idle = asyncio.Event()  # set while no send of ours is in flight
         self._idle.set()
@@ -43,7 +61,7 @@ class Acks:
     def add(self, xid: bytes) -> None:
         """Record a finished event; the acknowledger sends it soon."""
         if not self.ids:
-            self.executor.acknowledger.wake(self)
+            self._wake(self)
         self.ids.append(xid)
 
     def take(self) -> list[bytes]:
@@ -71,21 +89,20 @@ class Acks:
         if not self.ids:
             return True
         ids = self.take()
-        executor = self.executor
         try:
-            lost = await executor.coordination.ack(executor.id, {self.key: ids})
+            lost = await self._send({self.key: ids})
         except BaseException as exc:
             self.give_back(ids)
-            if not isinstance(exc, Exception):
+            if not isinstance(exc, TransportError):
                 raise
             reraise_if_cancelled(exc)
-            outage.failed(f"acknowledging {len(ids)} events on {self.key}", exc)
+            outage.failed(f"acknowledging {len(ids)} events on partition {self.key.number}", exc)
             return None
         self.done()
         if lost:
             # Someone else owns the partition now; they will process these again.
-            log.warning("lost %s before acknowledging %d events", self.key, len(ids))
-            executor.lost(self.key)
+            log.warning("lost %s before acknowledging %d events", _name(self.key), len(ids))
+            self._lost(self.key)
             return False
         self.stats.acked += len(ids)
         return True
@@ -94,9 +111,9 @@ class Acks:
         """Before giving the partition up: wait for any send in flight, then send the rest
         ourselves (the acknowledger no longer takes ours, so nothing can slip past).
 
-        A failed send (Redis slow or away for a moment) is tried again with backoff until
-        it goes through or the partition turns out lost; the runner bounds that with the
-        grace period, cancelling us, and what is still recorded then is redelivered."""
+        A failed send (the store slow or away for a moment) is tried again with backoff
+        until it goes through or the partition turns out lost; the runner bounds that with
+        the grace period, cancelling us, and what is still recorded then is redelivered."""
         self.draining = True
         await self._idle.wait()
         backoff = Backoff()
@@ -108,8 +125,9 @@ class Acks:
 class Acknowledger:
     """One executor's sender of acknowledgements for all its partitions."""
 
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
+    def __init__(self, send: AckSink, lost: LostPartition) -> None:
+        self._send = send
+        self._lost = lost
         self._waiting: dict[PartitionId, Acks] = {}
         self._wake = asyncio.Event()
 
@@ -118,7 +136,6 @@ class Acknowledger:
         self._wake.set()
 
     async def run(self) -> None:
-        executor = self.executor
         backoff = Backoff()
         while True:
             reraise_if_cancelled()
@@ -133,14 +150,12 @@ class Acknowledger:
             if not taken:
                 continue
             try:
-                lost = await executor.coordination.ack(
-                    executor.id, {key: ids for key, (_, ids) in taken.items()}
-                )
+                lost = await self._send({key: ids for key, (_, ids) in taken.items()})
             except BaseException as exc:
                 for key, (acks, ids) in taken.items():
                     acks.give_back(ids)
                     self._waiting[key] = acks
-                if not isinstance(exc, Exception):
+                if not isinstance(exc, TransportError):
                     raise
                 reraise_if_cancelled(exc)
                 count = sum(len(ids) for _, ids in taken.values())
@@ -155,5 +170,11 @@ class Acknowledger:
                     acks.stats.acked += len(ids)
             for key in lost:
                 # Someone else owns the partition now; they will process these again.
-                log.warning("lost %s before acknowledging %d events", key, len(taken[key][1]))
-                executor.lost(key)
+                log.warning(
+                    "lost %s before acknowledging %d events", _name(key), len(taken[key][1])
+                )
+                self._lost(key)
+
+
+def _name(partition: PartitionId) -> str:
+    return f"{partition.stream} partition {partition.number}"

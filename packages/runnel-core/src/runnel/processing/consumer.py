@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from runnel import context
+from runnel.exceptions import TransportError
 from runnel.processing.acks import Acks
 from runnel.processing.events import Events
 from runnel.processing.failures import failure_fields, failure_text, retry_delay
@@ -15,7 +17,15 @@ from runnel.processing.retry import reraise_if_cancelled
 from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
-    from runnel.processing.executor import Executor
+    from runnel.processing.lease import Lease
+    from runnel.processor import Processor
+    from runnel.transport import PartitionId
+
+Halt = Callable[[BaseException], None]
+"""Told that a processor failed under ``HALT``: the worker stops."""
+
+Quarantine = Callable[["PartitionId", "str | None", str], Awaitable[None]]
+"""Records a quarantined partition where the CLI sees it (``Coordination.quarantine``)."""
 
 log = logging.getLogger("runnel.consumer")
 
@@ -27,12 +37,24 @@ class Consumer:
     """Feeds one partition's inbox to the processor function, restarting it as the
     exception policy says, and acknowledges what finished on the way out."""
 
-    def __init__(self, executor: Executor, partition: Partition, inbox: Inbox) -> None:
-        self.executor = executor
-        self.processor = executor.processor
+    def __init__(
+        self,
+        processor: Processor,
+        partition: Partition,
+        inbox: Inbox,
+        acks: Acks,
+        lease: Lease,
+        *,
+        halt: Halt,
+        quarantine: Quarantine,
+    ) -> None:
+        self.processor = processor
         self.partition = partition
         self.inbox = inbox
-        self.acks = Acks(executor, partition.id)
+        self.acks = acks
+        self.lease = lease
+        self._halt = halt
+        self._quarantine = quarantine
         self.stopping = False
         self.poisoned = False
         self._failing: bytes | None = None  # under RETRY: the first event of the failed iteration
@@ -64,10 +86,10 @@ class Consumer:
             # Past the grace period: close the pipeline (middleware clean-up) and go.
             try:
                 await events.aclose(exc)
-            except Exception:
+            except Exception:  # user code (middleware): report it, still go
                 log.exception("middleware clean-up failed on %r", self.partition)
             raise
-        except Exception as exc:
+        except Exception as exc:  # user code: the exception policy decides
             failure: Exception | None = exc
         else:
             failure = None
@@ -78,7 +100,7 @@ class Consumer:
             events.context.policy = policy  # what the middleware's clean-up acts on
         try:
             await events.aclose(failure)
-        except Exception as exc:
+        except Exception as exc:  # user code (middleware clean-up)
             # A middleware's clean-up failed (a dead-letter send, say): what was in flight
             # is not done. Under IGNORE try it again; otherwise apply the policy.
             fields = failure_fields(self.processor.name, self.partition, inflight)
@@ -137,7 +159,7 @@ class Consumer:
         else:
             log.error("%s raised; halting the worker", where, exc_info=exc, extra=fields)
             self.stop()
-            self.executor.halt(exc)
+            self._halt(exc)
 
     async def _retry(self, exc: Exception, inflight: list[Event], where: str, fields: dict) -> None:
         """Put the failed events back in front of the inbox and wait out the backoff (a
@@ -168,10 +190,8 @@ class Consumer:
     async def _record_quarantine(self, entry_id: str | None, exc: Exception) -> None:
         """Where ``runnel status`` sees it, and ``runnel processor skip/resume`` lift it."""
         try:
-            await self.executor.coordination.quarantine(
-                self.partition.id, entry_id, f"{type(exc).__name__}: {exc}"
-            )
-        except Exception as err:
+            await self._quarantine(self.partition.id, entry_id, f"{type(exc).__name__}: {exc}")
+        except TransportError as err:
             reraise_if_cancelled()
             log.warning("could not record the quarantine of %r: %r", self.partition, err)
 

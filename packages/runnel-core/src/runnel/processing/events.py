@@ -99,7 +99,7 @@ class Events:
         for gen in reversed(self._generators):
             try:
                 await gen.aclose()
-            except Exception as exc:  # a middleware's clean-up failed
+            except Exception as exc:  # user code: a middleware's clean-up failed
                 errors.append(exc)
         self._generators.clear()
         if errors:
@@ -112,10 +112,10 @@ class Events:
             return False
         # Start nothing unless our lock is surely still ours: after a pause or while Redis
         # is unreachable, wait for a heartbeat to confirm it (or for the partition to go).
-        while not consumer.executor.lease_valid():
+        while not consumer.lease.valid():
             if consumer.stopping:
                 return False
-            await consumer.executor.lease_renewed()
+            await consumer.lease.renewed()
         return not consumer.stopping
 
     def _finished(self, items: list[Event]) -> None:
@@ -131,13 +131,13 @@ class Events:
         consumer = self._consumer
         inbox = consumer.inbox
         items = inbox.items
-        executor = consumer.executor
+        lease = consumer.lease
         add = consumer.acks.add
         stream_decode = consumer.partition.stream.decode
         stats = consumer.acks.stats
         sample, observe = stats.sample_every, stats.timings.observe  # sample 0: metrics off
         while True:
-            if consumer.stopping or not items or not executor.lease_valid():
+            if consumer.stopping or not items or not lease.valid():
                 if not await self._ready():
                     return
             event = inbox.pop()
@@ -171,8 +171,8 @@ class Events:
                 if not await inbox.wait(timeout=remaining):
                     break
             # Gathering took time: check the lease again before handing the batch over.
-            while not consumer.executor.lease_valid() and not consumer.stopping:
-                await consumer.executor.lease_renewed()
+            while not consumer.lease.valid() and not consumer.stopping:
+                await consumer.lease.renewed()
             if consumer.stopping:
                 return  # not started: these stay pending and are delivered again later
             self.inflight = batch

@@ -14,6 +14,12 @@ Read top to bottom, :meth:`Executor.run` is the whole life of an executor:
 
 The assignment itself is :func:`runnel.rebalance.assign`: a pure function of the
 membership, so every executor computes the same answer.
+
+The executor is the only part that knows the others. It wires each one to narrow
+collaborators: the consumers and events check a :class:`Lease` that the heartbeat
+extends; acknowledgements go to an ack sink (``Coordination.ack`` for our id); the
+fetcher reads through a :class:`Source`; and all of them report a lost partition
+through one callback, :meth:`Executor.lost`.
 """
 
 from __future__ import annotations
@@ -24,14 +30,18 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runnel.coordination import Member, Members
-from runnel.exceptions import AccessDenied, RunnelError
-from runnel.processing.acks import Acknowledger
+from runnel.exceptions import AccessDenied, RunnelError, TransportError
+from runnel.processing.acks import Acknowledger, Acks
+from runnel.processing.consumer import Consumer
+from runnel.processing.fetcher import Fetcher, StoreSource
+from runnel.processing.inbox import Inbox
+from runnel.processing.lease import LEASE_MARGIN, Lease
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
@@ -43,6 +53,7 @@ from runnel.processing.retry import (
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
 from runnel.transport import PartitionId
+from runnel.types import Partition
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -59,8 +70,7 @@ owners share one consumer name: the partition's unacknowledged entries are then 
 "ours" to re-read, in order, whoever read them first.
 """
 
-LEASE_MARGIN = 0.2
-"""Fraction of the lock's lifetime we do not count on (clock drift, slow round trips)."""
+__all__ = ["CONSUMER_NAME", "LEASE_MARGIN", "Executor"]
 
 
 class Executor:
@@ -76,13 +86,50 @@ class Executor:
         self.consumer_name = CONSUMER_NAME
         self.ttl_ms = int(processor.lock_expiry * 1000)
         self.stats: ProcessorStats = worker.stats.processor(processor)
-        self.runner = Runner(self)
-        self.acknowledger = Acknowledger(self)
+        self.lease = Lease(processor.lock_expiry)
+        self.acknowledger = Acknowledger(self._ack, self.lost)
+        source = StoreSource(
+            self.coordination, self.transport, self.id, self.consumer_name, self.group
+        )
+        fetcher = Fetcher(
+            {},
+            source,
+            lost=self.lost,
+            stats=self.stats,
+            group=self.group,
+            block_ms=processor.read_timeout,
+        )
+        self.runner = Runner(
+            fetcher,
+            self._consumer_for,
+            prefetch=processor.prefetch_count,
+            grace_period=processor.grace_period,
+            name=processor.name,
+        )
         self._stop = asyncio.Event()
         self._rebalance = asyncio.Event()
-        self._lease_until = 0.0
-        self._beaten = asyncio.Event()
         self._lost: set[int] = set()
+
+    def _consumer_for(self, partition: Partition, inbox: Inbox) -> Consumer:
+        """A partition was assigned: its consumer, wired to ours (lease, acks, halt)."""
+        stats = self.stats.partition(partition.number)
+        acks = Acks(partition.id, stats, self._ack, self.lost, self.acknowledger.wake)
+        return Consumer(
+            self.processor,
+            partition,
+            inbox,
+            acks,
+            self.lease,
+            halt=self.halt,
+            quarantine=self._quarantine,
+        )
+
+    async def _ack(self, ids: Mapping[PartitionId, Sequence[bytes]]) -> list[PartitionId]:
+        """The ack sink of our partitions: acknowledged only where we hold the lock."""
+        return await self.coordination.ack(self.id, ids)
+
+    async def _quarantine(self, partition: PartitionId, entry_id: str | None, error: str) -> None:
+        await self.coordination.quarantine(partition, entry_id, error)
 
     def __repr__(self) -> str:
         return f"<Executor {self.processor.name} {self.id}>"
@@ -112,17 +159,7 @@ class Executor:
     # Leases: may a consumer start another iteration?
 
     def lease_valid(self) -> bool:
-        return time.monotonic() < self._lease_until
-
-    async def lease_renewed(self) -> bool:
-        """Wait (a second at most) for the next successful heartbeat; True if it came."""
-        self._beaten.clear()
-        try:
-            async with asyncio.timeout(1.0):
-                await self._beaten.wait()
-        except TimeoutError:
-            return False
-        return self.lease_valid()
+        return self.lease.valid()
 
     # The life of an executor.
 
@@ -182,9 +219,7 @@ class Executor:
         transport = self.transport
         stream = self.processor.stream
         try:
-            await retrying(
-                lambda: stream.prepare(writing=False), "loading schemas", fatal=(RunnelError,)
-            )
+            await retrying(lambda: stream.prepare(writing=False), "loading schemas")
         except AccessDenied:
             raise  # the worker stops on it, saying who was refused what
         except RunnelError as exc:
@@ -232,7 +267,7 @@ class Executor:
 
         try:
             await self.coordination.change_members(remove_me, "leave", self.id)
-        except Exception as exc:
+        except TransportError as exc:
             reraise_if_cancelled()
             log.warning(
                 "%r could not announce leaving (others will notice it is gone): %r", self, exc
@@ -242,7 +277,7 @@ class Executor:
         try:
             await self.coordination.release(self.id, self._ids(range(count)))
             await self.coordination.announce("released", self.id)
-        except Exception as exc:
+        except TransportError as exc:
             reraise_if_cancelled()
             log.warning("%r could not release its locks (they will expire): %r", self, exc)
         log.info("%r left", self)
@@ -259,7 +294,7 @@ class Executor:
                 await self._rebalance_once()
                 self.stats.rebalances += 1
                 backoff.reset()
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} rebalancing", exc)
                 self._rebalance.set()
@@ -332,15 +367,11 @@ class Executor:
 
     # Background loops.
 
-    def _lease_deadline(self, started: float) -> float:
-        return started + self.processor.lock_expiry * (1 - LEASE_MARGIN)
-
     async def _beat_once(self) -> None:
         owned = sorted(self.runner.owned)
         started = time.monotonic()
         held = await self.coordination.beat(self.id, self._ids(owned), self.ttl_ms)
-        self._lease_until = self._lease_deadline(started)
-        self._beaten.set()
+        self.lease.extended(started)
         for number in set(owned) - {p.number for p in held}:
             self.lost(self.processor.stream.partitions[number].id)
 
@@ -351,7 +382,7 @@ class Executor:
             await asyncio.sleep(interval)
             try:
                 await self._beat_once()
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} heartbeat", exc)
                 await asyncio.sleep(min(1.0, interval))
@@ -378,7 +409,7 @@ class Executor:
 
                 await self.coordination.change_members(drop_dead, "dead", self.id)
                 self._rebalance.set()  # our own message does not wake our control loop
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} maintenance", exc)
 
@@ -389,7 +420,7 @@ class Executor:
             reraise_if_cancelled()
             try:
                 position, messages = await self.coordination.control(position, block)
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} reading the control stream", exc)
                 await asyncio.sleep(1)
@@ -397,7 +428,7 @@ class Executor:
             if any(m.get("reason") == "resume" for m in messages):
                 try:
                     await self._resume_lifted()
-                except Exception as exc:
+                except TransportError as exc:
                     reraise_if_cancelled()
                     log.warning("%r resuming quarantined partitions failed: %r", self, exc)
             if any(m.get("executor") != self.id for m in messages):

@@ -52,7 +52,7 @@ def _key(event: Event) -> Any:
     """The partitioning key of the event's record, or None if it does not decode."""
     try:
         key = event.partition.stream.key_of(event.record)
-    except Exception:
+    except Exception:  # user data and code (a record that does not decode, partition_by)
         return None
     return key if isinstance(key, str | int | float | bool) else str(key)
 

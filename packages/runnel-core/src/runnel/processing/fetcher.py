@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
+from runnel.exceptions import TransportError
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
@@ -17,14 +20,62 @@ from runnel.transport import NEW, PartitionId, Position
 from runnel.types import Event, Partition
 
 if TYPE_CHECKING:
-    from runnel.processing.executor import Executor
+    from runnel.coordination import Coordination, ReadResult
+    from runnel.metrics.stats import ProcessorStats
+    from runnel.processing.acks import LostPartition
     from runnel.processing.inbox import Inbox
+    from runnel.transport import Transport
 
 log = logging.getLogger("runnel.fetcher")
 
 
 LANES = 2
 """Reads in flight at once, each for its own share of the partitions."""
+
+
+class Source(Protocol):
+    """Where a fetcher reads: one executor's fenced view of its processor's partitions."""
+
+    async def read(self, positions: Mapping[PartitionId, Position], count: int) -> ReadResult:
+        """Up to ``count`` entries per partition from each position, never blocking, only
+        from partitions whose lock we hold (the others are reported lost)."""
+        ...
+
+    async def last_delivered(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, bytes]:
+        """Where "new" starts on each partition."""
+        ...
+
+    async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
+        """Block until a partition has an entry after its id, or time is up."""
+        ...
+
+    async def drop(self, partition: PartitionId, ids: Sequence[bytes]) -> None:
+        """Acknowledge entries that were trimmed away before anyone read them."""
+        ...
+
+
+@dataclass
+class StoreSource:
+    """A :class:`Source` over the store: reads and acknowledges as ``owner``, reading as
+    ``consumer`` of ``group``."""
+
+    coordination: Coordination
+    transport: Transport
+    owner: str
+    consumer: str
+    group: str
+
+    async def read(self, positions: Mapping[PartitionId, Position], count: int) -> ReadResult:
+        return await self.coordination.read(self.owner, self.consumer, positions, count)
+
+    async def last_delivered(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, bytes]:
+        return await self.transport.last_delivered(partitions, self.group)
+
+    async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
+        return await self.transport.wait_for_new(after, block_ms)
+
+    async def drop(self, partition: PartitionId, ids: Sequence[bytes]) -> None:
+        await self.coordination.ack(self.owner, {partition: ids})
 
 
 class Fetcher:
@@ -47,9 +98,22 @@ class Fetcher:
     sees a new entry there.
     """
 
-    def __init__(self, executor: Executor, inboxes: dict[PartitionId, Inbox]) -> None:
-        self.executor = executor
+    def __init__(
+        self,
+        inboxes: dict[PartitionId, Inbox],
+        source: Source,
+        *,
+        lost: LostPartition,
+        stats: ProcessorStats,
+        group: str,
+        block_ms: int,
+    ) -> None:
         self.inboxes = inboxes
+        self.source = source
+        self.lost = lost
+        self.stats = stats
+        self.group = group
+        self.block_ms = min(block_ms, BLOCK_CAP_MS)
         self.stopping = False
         self._wakes = [asyncio.Event() for _ in range(LANES)]
 
@@ -80,7 +144,7 @@ class _Lane:
 
     def __init__(self, fetcher: Fetcher, lane: int) -> None:
         self.fetcher = fetcher
-        self.executor = fetcher.executor
+        self.source = fetcher.source
         self.wake = fetcher._wakes[lane]
         self.lane = lane
         self._watch: dict[PartitionId, bytes | None] = {}
@@ -101,8 +165,6 @@ class _Lane:
             watching.cancel()  # safe at any point: watching changes no state
 
     async def _fetch(self) -> None:
-        executor = self.executor
-        processor = executor.processor
         fetcher = self.fetcher
         backoff = Backoff()
         while not fetcher.stopping:
@@ -119,22 +181,21 @@ class _Lane:
                 continue
             try:
                 count = max(inboxes[key].capacity for key in wanted)
-                result = await executor.coordination.read(
-                    executor.id, executor.consumer_name, wanted, count
-                )
-            except Exception as exc:
+                result = await self.source.read(wanted, count)
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 # The reply may have been lost after the store delivered entries to us:
                 # those are pending now, so read the pending entries after what we hold.
                 for held in inboxes.values():
                     if held.position == NEW:
                         held.position = Position.pending_after(held.last_id)
-                outage.failed(f"reading {processor.stream.name}", exc)
+                stream = next(iter(inboxes.values())).partition.stream.name
+                outage.failed(f"reading {stream}", exc)
                 await backoff.sleep()
                 continue
             backoff.reset()
             for key in result.lost:
-                executor.lost(key)
+                fetcher.lost(key)
             got = False
             history = False
             for key, entries in result.entries:
@@ -163,8 +224,8 @@ class _Lane:
         unknown = [key for key, box in boxes.items() if box.last_id is None]
         if unknown:
             try:
-                known = await self.executor.transport.last_delivered(unknown, self.executor.group)
-            except Exception as exc:
+                known = await self.source.last_delivered(unknown)
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 log.debug("reading group positions failed: %r", exc)
                 known = {}
@@ -175,22 +236,25 @@ class _Lane:
 
     async def _watcher(self) -> None:
         """While armed, wait on its own connection for new entries on the quiet partitions."""
-        transport = self.executor.transport
-        block = min(self.executor.processor.read_timeout, BLOCK_CAP_MS)
+        source, block = self.source, self.fetcher.block_ms
         while True:
             reraise_if_cancelled()
             await self._armed.wait()
             try:
-                if await transport.wait_for_new(self._watch, block):
+                if await source.wait_for_new(self._watch, block):
+                    # Disarm until the lane points us at quiet partitions again: a store
+                    # that answers without yielding (an in-process one) would otherwise
+                    # keep us looping here and the lane would never run.
+                    self._armed.clear()
                     self.wake.set()
-            except Exception as exc:
+            except TransportError as exc:
                 reraise_if_cancelled(exc)
                 log.debug("watching for new events failed: %r", exc)
                 await asyncio.sleep(0.5)
 
     async def _deliver(self, box: Inbox, entries: list) -> None:
         partition = box.partition
-        group, recovering = self.executor.group, box.position != NEW
+        group, recovering = self.fetcher.group, box.position != NEW
         events = [
             Event(partition, xid, fields, group=group, recovering=recovering)
             for xid, fields in entries
@@ -202,7 +266,7 @@ class _Lane:
         if box.position != NEW:
             box.position = Position.pending_after(entries[-1][0])
             # Read before and never acknowledged: a redelivery.
-            self.executor.stats.partition(partition.number).redelivered += len(events)
+            self.fetcher.stats.partition(partition.number).redelivered += len(events)
         else:
             box.last_id = entries[-1][0]
         if trimmed:
@@ -213,7 +277,7 @@ class _Lane:
                 len(trimmed),
                 partition,
             )
-            await self.executor.coordination.ack(self.executor.id, {partition.id: trimmed})
+            await self.source.drop(partition.id, trimmed)
         if events and partition.stream.has_schemas:
             # A producer may have started writing with a schema stored after we started.
             await retrying(lambda: partition.stream.admit(events), "loading new schemas")

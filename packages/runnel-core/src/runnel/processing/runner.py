@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from runnel.processing.consumer import Consumer
-from runnel.processing.fetcher import Fetcher
 from runnel.processing.inbox import Inbox
 from runnel.processing.retry import cancel_and_wait
 from runnel.types import Partition
 
 if TYPE_CHECKING:
-    from runnel.processing.executor import Executor
+    from runnel.processing.consumer import Consumer
+    from runnel.processing.fetcher import Fetcher
     from runnel.transport import PartitionId
+
+NewConsumer = Callable[[Partition, Inbox], "Consumer"]
+"""Makes the consumer of a partition just assigned, reading from its inbox."""
 
 log = logging.getLogger("runnel.runner")
 
@@ -27,11 +30,22 @@ class Runner:
     iteration and acknowledge, and is cancelled after that.
     """
 
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
-        self.inboxes: dict[PartitionId, Inbox] = {}
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        new_consumer: NewConsumer,
+        *,
+        prefetch: int,
+        grace_period: float,
+        name: str = "",
+    ) -> None:
+        self.fetcher = fetcher
+        self.inboxes: dict[PartitionId, Inbox] = fetcher.inboxes
         self.consumers: dict[int, tuple[Consumer, asyncio.Task[None]]] = {}
-        self.fetcher = Fetcher(executor, self.inboxes)
+        self.new_consumer = new_consumer
+        self.prefetch = prefetch
+        self.grace_period = grace_period
+        self.name = name
         self._group: asyncio.TaskGroup | None = None
         self._started = asyncio.Event()
         self._stop = asyncio.Event()
@@ -68,12 +82,11 @@ class Runner:
         assert self._group is not None
         if self._quiet:
             return
-        processor = self.executor.processor
         for p in partitions:
             if p.number in self.consumers:
                 continue
-            inbox = Inbox(p, processor.prefetch_count, self.fetcher.wake_for(p))
-            consumer = Consumer(self.executor, p, inbox)
+            inbox = Inbox(p, self.prefetch, self.fetcher.wake_for(p))
+            consumer = self.new_consumer(p, inbox)
             self.inboxes[p.id] = inbox
             task = self._group.create_task(consumer.run(), name=f"consumer-{p.number}")
             self.consumers[p.number] = (consumer, task)
@@ -96,13 +109,13 @@ class Runner:
         tasks = [task for _, task in stopping]
         if not tasks:
             return
-        grace = self.executor.processor.grace_period if graceful else 0
+        grace = self.grace_period if graceful else 0
         _, late = await asyncio.wait(tasks, timeout=grace)
         if late:
             log.warning(
                 "%d partitions of %s did not finish within %ss; cancelling them",
                 len(late),
-                self.executor.processor.name,
+                self.name,
                 grace,
             )
             await cancel_and_wait(late)

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from runnel import context
+from runnel.exceptions import TransportError
 from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
@@ -119,7 +120,9 @@ class Worker:
                     await self._run()
         except BaseExceptionGroup as group:
             # A refusal no retry can fix (wrong credentials) ended a loop: say that, plainly.
-            fatal = _first_fatal(group)
+            # Otherwise a bug did (only store failures are retried): the worker stops on it,
+            # and raises it as itself rather than wrapped in the task groups it crossed.
+            fatal = _first_fatal(group) or _first_failure(group)
             if fatal is None:
                 raise
             raise fatal from None
@@ -170,7 +173,7 @@ class Worker:
                 reraise_if_cancelled()
                 try:
                     leading = await election.claim(self.id, ttl_ms)
-                except Exception as exc:
+                except TransportError as exc:
                     reraise_if_cancelled(exc)
                     outage.failed("leader election", exc)
                     leading = False
@@ -195,7 +198,7 @@ class Worker:
                 await asyncio.gather(work, return_exceptions=True)
             try:
                 await election.resign(self.id)
-            except Exception as exc:
+            except TransportError as exc:
                 log.debug("resigning the leadership failed (it will expire): %r", exc)
 
     async def _leader_jobs(self, jobs: list[BackgroundTask]) -> None:
@@ -232,6 +235,14 @@ def _first_fatal(group: BaseExceptionGroup[BaseException]) -> Exception | None:
             found = _first_fatal(exc)
             if found is not None:
                 return found
+    return None
+
+
+def _first_failure(group: BaseExceptionGroup[BaseException]) -> Exception | None:
+    for exc in group.exceptions:
+        found = _first_failure(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, Exception):
+            return found
     return None
 
 

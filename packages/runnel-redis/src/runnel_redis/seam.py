@@ -1,0 +1,125 @@
+"""The seam between core and redis-py: every store call core makes goes through here.
+
+Two promises hold for each public coroutine method of a class marked :func:`guarded`
+(the transport, coordination, leadership, job store and schema store):
+
+* a failure of Redis reaches core as a :class:`~runnel.exceptions.TransportError`
+  (:class:`~runnel.exceptions.Unavailable` when Redis is away or slow), so core retries
+  those and lets anything else, a bug, surface. The error keeps its redis-py class as a
+  base too, so code that catches redis-py's exceptions catches it as before;
+* a cancellation is never lost. On Python 3.11 redis-py sends each command through
+  ``asyncio.wait_for``, which drops a cancellation that arrives just as the reply does,
+  and redis-py may report one as a connection error. If the task was cancelled during
+  the call (its ``cancelling()`` count rose), the call raises ``CancelledError``
+  whatever it returned.
+
+Refusals (credentials, permissions, out of memory) are already turned into
+:class:`~runnel.exceptions.AccessDenied` and :class:`~runnel.exceptions.StoreFull` where
+replies are parsed (:mod:`runnel_redis.errors`); here they pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from redis import exceptions as redis_errors
+
+from runnel.exceptions import TransportError, Unavailable
+
+C = TypeVar("C", bound=type)
+
+_AWAY: tuple[type[BaseException], ...] = (
+    redis_errors.ConnectionError,  # BusyLoadingError (LOADING) is one too
+    redis_errors.TimeoutError,
+    OSError,
+    TimeoutError,
+)
+"""Failures that say Redis is away or slow, not that it refused what we asked."""
+
+_MOMENTARY = ("BUSY", "MASTERDOWN", "TRYAGAIN", "READONLY", "LOADING")
+"""Error replies of a server that cannot answer right now (a script running, a failover)."""
+
+
+def kind_of(exc: BaseException) -> type[TransportError] | None:
+    """The Runnel error ``exc`` stands for, or None if it is not a failure of Redis."""
+    if isinstance(exc, TransportError):
+        return None  # already ours (translated by the parser)
+    if isinstance(exc, _AWAY):
+        return Unavailable
+    if isinstance(exc, redis_errors.ResponseError):
+        code = str(exc).split(" ", 1)[0]
+        return Unavailable if code in _MOMENTARY else TransportError
+    if isinstance(exc, redis_errors.RedisError):
+        return TransportError
+    return None
+
+
+_classes: dict[tuple[type[BaseException], type[TransportError]], type[BaseException]] = {}
+
+
+def _class(original: type[BaseException], kind: type[TransportError]) -> type[BaseException]:
+    key = (original, kind)
+    found = _classes.get(key)
+    if found is None:
+        found = type(original.__name__, (kind, original), {"__module__": original.__module__})
+        _classes[key] = found
+    return found
+
+
+def translate(exc: BaseException) -> BaseException:
+    """``exc`` as a Runnel transport error that is still an instance of its own class;
+    ``exc`` itself if it is not a failure of Redis."""
+    kind = kind_of(exc)
+    if kind is None:
+        return exc
+    try:
+        new = _class(type(exc), kind)(*exc.args)
+    except Exception:  # a class whose constructor wants other arguments
+        new = kind(str(exc))
+    new.__dict__.update(getattr(exc, "__dict__", {}))
+    new.__cause__ = exc
+    new.__traceback__ = exc.__traceback__
+    return new
+
+
+def _cancelling() -> int:
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
+
+
+def guard(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``method`` with its errors translated and its cancellations kept (see above)."""
+
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        before = _cancelling()
+        try:
+            result = await method(*args, **kwargs)
+        except Exception as exc:  # translated below; anything else passes unchanged
+            if _cancelling() > before:
+                raise asyncio.CancelledError from exc
+            new = translate(exc)
+            if new is exc:
+                raise
+            raise new from exc
+        if _cancelling() > before:
+            raise asyncio.CancelledError  # redis-py dropped it
+        return result
+
+    call.__runnel_seam__ = True  # type: ignore[attr-defined]
+    return call
+
+
+def guarded(cls: C) -> C:
+    """Mark a store class: guard each public coroutine method it defines."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_") or not inspect.iscoroutinefunction(member):
+            continue
+        if getattr(member, "__runnel_seam__", False):
+            continue
+        setattr(cls, name, guard(member))
+    return cls

@@ -1,0 +1,155 @@
+"""redis-py's failures become Runnel's transport errors at runnel-redis's seam."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+from redis import exceptions as redis_errors
+
+from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
+from runnel.processing.retry import retrying
+from runnel.transport import PartitionId
+from runnel_redis import errors
+from runnel_redis.seam import guarded, kind_of, translate
+from runnel_redis.transport import RedisTransport
+
+from .conftest import UNREACHABLE
+
+
+def test_the_hierarchy() -> None:
+    assert issubclass(Unavailable, TransportError)
+    assert issubclass(AccessDenied, TransportError)
+    assert issubclass(StoreFull, TransportError)
+    assert issubclass(TransportError, RunnelError)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        redis_errors.ConnectionError("Connection closed by server."),
+        redis_errors.TimeoutError("Timeout reading from socket"),
+        redis_errors.BusyLoadingError("Redis is loading the dataset in memory"),
+        ConnectionRefusedError(111, "Connection refused"),
+        TimeoutError(),
+        redis_errors.ResponseError("BUSY Redis is busy running a script"),
+        redis_errors.ReadOnlyError("READONLY You can't write against a read only replica."),
+    ],
+)
+def test_away_or_slow_is_unavailable(exc: BaseException) -> None:
+    new = translate(exc)
+    assert isinstance(new, Unavailable)
+    assert isinstance(new, type(exc)), "code catching redis-py's class still catches it"
+    assert str(new) == str(exc)
+    assert new.__cause__ is exc
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        redis_errors.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"),
+        redis_errors.NoScriptError("NOSCRIPT No matching script."),
+        redis_errors.DataError("Invalid input of type: 'dict'."),
+    ],
+)
+def test_other_redis_failures_are_transport_errors(exc: BaseException) -> None:
+    new = translate(exc)
+    assert isinstance(new, TransportError) and not isinstance(new, Unavailable)
+    assert isinstance(new, type(exc))
+
+
+@pytest.mark.parametrize("exc", [TypeError("a bug"), KeyError("x"), ValueError("bad reply")])
+def test_anything_else_passes_unchanged(exc: BaseException) -> None:
+    assert kind_of(exc) is None
+    assert translate(exc) is exc
+
+
+def test_refusals_translated_by_the_parser_pass_unchanged() -> None:
+    refused = errors.translate("WRONGPASS invalid username-password pair", "bob")
+    full = errors.translate("OOM command not allowed when used memory > 'maxmemory'.", "bob")
+    assert isinstance(refused, AccessDenied) and translate(refused) is refused
+    assert isinstance(full, StoreFull) and translate(full) is full
+
+
+@guarded
+class Store:
+    """A store whose methods fail as redis-py does."""
+
+    def __init__(self, failure: BaseException | None = None) -> None:
+        self.failure = failure
+        self.calls = 0
+
+    async def call(self) -> str:
+        self.calls += 1
+        if self.failure is not None:
+            raise self.failure
+        return "ok"
+
+    async def _private(self) -> None:
+        raise redis_errors.ConnectionError("not guarded")
+
+
+async def test_guarded_methods_translate() -> None:
+    assert await Store().call() == "ok"
+    with pytest.raises(Unavailable) as caught:
+        await Store(redis_errors.ConnectionError("gone")).call()
+    assert isinstance(caught.value, redis_errors.ConnectionError)
+    with pytest.raises(TypeError):
+        await Store(TypeError("a bug")).call()
+    with pytest.raises(redis_errors.ConnectionError) as raw:
+        await Store()._private()
+    assert not isinstance(raw.value, TransportError)
+
+
+async def test_a_refused_connection_is_unavailable() -> None:
+    """A real redis-py client against a port nothing listens on."""
+    transport = RedisTransport(UNREACHABLE)
+    try:
+        with pytest.raises(Unavailable) as caught:
+            await transport.lengths([PartitionId("u", "s", 0)])
+        assert isinstance(caught.value, redis.ConnectionError)
+    finally:
+        await transport.aclose()
+
+
+async def test_retrying_retries_transport_errors_only() -> None:
+    flaky = Store(redis_errors.ConnectionError("gone"))
+
+    async def call() -> str:
+        if flaky.calls == 2:
+            flaky.failure = None
+        return await flaky.call()
+
+    assert await retrying(call, "testing") == "ok"
+    assert flaky.calls == 3
+
+    buggy = Store(TypeError("a bug"))
+    with pytest.raises(TypeError):
+        await retrying(buggy.call, "testing")
+    assert buggy.calls == 1, "a bug is not retried"
+
+    refused = Store(errors.translate("NOPERM no permissions", "bob"))
+    with pytest.raises(AccessDenied):
+        await retrying(refused.call, "testing")
+    assert refused.calls == 1
+
+
+async def test_a_cancellation_turned_into_an_error_stays_a_cancellation() -> None:
+    """redis-py may report a cancellation that interrupted a read as a connection error."""
+    started = asyncio.Event()
+
+    @guarded
+    class Reporting:
+        async def call(self) -> None:
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                raise redis_errors.ConnectionError("Connection closed by server.") from None
+
+    task = asyncio.create_task(Reporting().call())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
