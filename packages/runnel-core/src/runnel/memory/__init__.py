@@ -1,0 +1,1 @@
+"""Stores kept in this process's memory (``memory://``), for tests and single-process apps."""
