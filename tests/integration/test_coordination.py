@@ -18,12 +18,16 @@ import pytest
 import redis
 
 from runnel import App, Record, Stream
+from runnel.coordination import Member, Members
 from runnel.processing.executor import Executor
 from runnel.processing.worker import Worker
+from runnel.transport import NEW, PENDING, PartitionId
 from runnel_redis import keys, resp
+from runnel_redis.coordination import RedisCoordination
 from runnel_redis.transport import RedisTransport
 
-from .conftest import HANG_GUARD, Running, eventually, keys_by_partition, make_app, pending_ids
+from .conftest import HANG_GUARD, Running, eventually, keys_by_partition, make_app
+from .conftest import pending_ids as redis_pending_ids
 
 STREAM = "pings"
 PROC = "proc"
@@ -67,8 +71,46 @@ def lock_owners(client: redis.Redis, app: str) -> dict[int, str | None]:
     return {n: v.decode() if v else None for n, v in enumerate(values)}
 
 
-def stream_key(app: str, n: int) -> str:
-    return keys.partition(app, STREAM, n)
+def stream_key(app: str, n: int) -> PartitionId:
+    return PartitionId(app, STREAM, n)
+
+
+def pending_ids(client: redis.Redis, partition: PartitionId, group: str) -> list[bytes]:
+    return redis_pending_ids(client, keys.partition(*partition), group)
+
+
+class ByNumber:
+    """The real coordination, its lock methods called with partition numbers (as these
+    tests name partitions) rather than :class:`PartitionId`\\ s."""
+
+    def __init__(self, inner: RedisCoordination, app: str) -> None:
+        self.inner, self.app = inner, app
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _ids(self, numbers: Any) -> list[PartitionId]:
+        return [PartitionId(self.app, STREAM, n) for n in numbers]
+
+    async def acquire(self, owner: str, numbers: list[int], ttl_ms: int) -> set[int]:
+        return {p.number for p in await self.inner.acquire(owner, self._ids(numbers), ttl_ms)}
+
+    async def release(self, owner: str, numbers: list[int]) -> None:
+        await self.inner.release(owner, self._ids(numbers))
+
+    async def beat(self, owner: str, numbers: list[int], ttl_ms: int) -> set[int]:
+        return {p.number for p in await self.inner.beat(owner, self._ids(numbers), ttl_ms)}
+
+    async def lock_owners(self, count: int) -> dict[int, str | None]:
+        owners = await self.inner.lock_owners(self._ids(range(count)))
+        return {p.number: owner for p, owner in owners.items()}
+
+    def lock_key(self, number: int) -> str:
+        return self.inner.lock_key(PartitionId(self.app, STREAM, number))
+
+
+def coordination(transport: RedisTransport, app: str) -> ByNumber:
+    return ByNumber(transport.coordination(app, STREAM, PROC), app)
 
 
 async def poll(check: Callable[[], Any], what: str) -> None:
@@ -86,7 +128,7 @@ async def poll(check: Callable[[], Any], what: str) -> None:
 async def test_acquire_takes_free_locks_refreshes_own_and_refuses_others(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis
 ) -> None:
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     assert await c.acquire("a", [0, 1, 2], 10_000) == {0, 1, 2}
     assert await c.acquire("b", [1, 2, 3], 10_000) == {3}
     assert await c.acquire("b", [], 10_000) == set()
@@ -120,7 +162,7 @@ async def test_acquire_takes_free_locks_refreshes_own_and_refuses_others(
 async def test_beat_refreshes_the_heartbeat_and_reports_the_locks_still_ours(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis
 ) -> None:
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     assert await c.acquire("a", [0, 1], 10_000) == {0, 1}
     assert await c.acquire("b", [2], 10_000) == {2}
     assert await c.alive(["a", "b"]) == set()
@@ -161,15 +203,15 @@ async def test_beat_refreshes_the_heartbeat_and_reports_the_locks_still_ours(
 async def test_change_members_is_serialized_by_the_admin_lock(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis
 ) -> None:
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     admin = lock_key(app_name, "admin")
     control = f"__ctrl:{app_name}.{STREAM}.{PROC}"
     assert await c.members() == {}
 
-    def append(i: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        def change(members: dict[str, Any]) -> dict[str, Any]:
-            log = members.get("log", {"items": []})
-            return {**members, "log": {**log, "items": [*log["items"], i]}}
+    def append(i: int) -> Callable[[Members], Members]:
+        def change(members: Members) -> Members:
+            log = members.get("log", Member())
+            return {**members, "log": Member(partitions=[*log.partitions, i])}
 
         return change
 
@@ -178,10 +220,12 @@ async def test_change_members_is_serialized_by_the_admin_lock(
         *(c.change_members(append(i), f"reason{i}", f"e{i}") for i in range(20))
     )
     for i, members in enumerate(results):
-        assert members["log"]["items"][-1] == i  # each call returns its own result
-    items = membership(redis_client, app_name)["log"]["items"]
+        assert members["log"].partitions[-1] == i  # each call returns its own result
+    items = membership(redis_client, app_name)["log"]["partitions"]
     assert sorted(items) == list(range(20))
-    assert await c.members() == membership(redis_client, app_name)
+    assert {k: m.to_json() for k, m in (await c.members()).items()} == membership(
+        redis_client, app_name
+    )
     assert not redis_client.exists(admin)
 
     # One control message per change.
@@ -196,22 +240,22 @@ async def test_change_members_is_serialized_by_the_admin_lock(
     waiting = asyncio.create_task(c.change_members(append(99), "blocked", "x"))
     await asyncio.sleep(0.3)
     assert not waiting.done()
-    assert 99 not in membership(redis_client, app_name)["log"]["items"]
+    assert 99 not in membership(redis_client, app_name)["log"]["partitions"]
     assert redis_client.get(admin) == b"someone"
     redis_client.delete(admin)
     async with asyncio.timeout(HANG_GUARD):
         members = await waiting
-    assert members["log"]["items"][-1] == 99
-    assert membership(redis_client, app_name) == members
+    assert members["log"].partitions[-1] == 99
+    assert membership(redis_client, app_name) == {k: m.to_json() for k, m in members.items()}
     assert redis_client.xlen(control) == 21
 
     # A failing change writes nothing, announces nothing and frees the admin lock.
-    def broken(members: dict[str, Any]) -> dict[str, Any]:
+    def broken(members: Members) -> Members:
         raise ValueError("broken change")
 
     with pytest.raises(ValueError, match="broken change"):
         await c.change_members(broken, "broken", "x")
-    assert membership(redis_client, app_name) == members
+    assert membership(redis_client, app_name) == {k: m.to_json() for k, m in members.items()}
     assert redis_client.xlen(control) == 21
     assert not redis_client.exists(admin)
 
@@ -219,12 +263,12 @@ async def test_change_members_is_serialized_by_the_admin_lock(
 async def test_control_returns_the_messages_after_a_position(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis
 ) -> None:
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     assert await c.control_tail() == b"0-0"
     assert await c.control(b"0-0", 50) == (b"0-0", [])
 
     await c.announce("join", "e1")
-    await c.change_members(lambda m: {**m, "e2": {"partitions": []}}, "leave", "e2")
+    await c.change_members(lambda m: {**m, "e2": Member()}, "leave", "e2")
     first, second = (xid for xid, _ in redis_client.xrange(f"__ctrl:{app_name}.{STREAM}.{PROC}"))
     assert await c.control_tail() == second
 
@@ -248,7 +292,9 @@ async def test_control_returns_the_messages_after_a_position(
 # Fencing.
 
 
-async def _partitions_with_entries(transport: RedisTransport, app: str, n: int) -> list[str]:
+async def _partitions_with_entries(
+    transport: RedisTransport, app: str, n: int
+) -> list[PartitionId]:
     streams = [stream_key(app, p) for p in range(n)]
     await transport.ensure_group(streams, GROUP)
     for key in streams:
@@ -260,12 +306,12 @@ async def _partitions_with_entries(transport: RedisTransport, app: str, n: int) 
 async def test_fenced_read_and_ack_only_on_partitions_we_hold(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis, count: int
 ) -> None:
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     k0, k1, k2 = await _partitions_with_entries(transport, app_name, 3)
     assert await c.acquire("a", [0], 30_000) == {0}
     assert await c.acquire("b", [1], 30_000) == {1}  # partition 2: nobody's
 
-    result = await c.read("a", CONSUMER, {k0: b">", k1: b">", k2: b">"}, count)
+    result = await c.read("a", CONSUMER, {k0: NEW, k1: NEW, k2: NEW}, count)
     assert result.lost == [k1, k2]
     assert [key for key, _ in result.entries] == [k0]
     assert [fields[b"n"] for _, fields in result.entries[0][1]] == [b"0", b"1", b"2"]
@@ -275,11 +321,11 @@ async def test_fenced_read_and_ack_only_on_partitions_we_hold(
     assert pending_ids(redis_client, k2, GROUP) == []
 
     # Nothing held at all: nothing read.
-    result = await c.read("a", CONSUMER, {k1: b">"}, count)
+    result = await c.read("a", CONSUMER, {k1: NEW}, count)
     assert (result.entries, result.lost) == ([], [k1])
     assert pending_ids(redis_client, k1, GROUP) == []
 
-    result = await c.read("b", CONSUMER, {k1: b">"}, count)
+    result = await c.read("b", CONSUMER, {k1: NEW}, count)
     assert result.lost == []
     ids1 = [xid for xid, _ in result.entries[0][1]]
     assert len(ids1) == 3
@@ -301,7 +347,7 @@ async def test_fenced_read_and_ack_only_on_partitions_we_hold(
 async def test_fenced_ack_of_many_ids_goes_in_chunks(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis
 ) -> None:
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     k0, k1 = (stream_key(app_name, p) for p in range(2))
     await transport.ensure_group([k0, k1], GROUP)
     for key in (k0, k1):
@@ -310,7 +356,7 @@ async def test_fenced_ack_of_many_ids_goes_in_chunks(
     assert await c.acquire("b", [1], 30_000) == {1}
     ids = {}
     for owner, key in (("a", k0), ("b", k1)):
-        result = await c.read(owner, CONSUMER, {key: b">"}, 5000)
+        result = await c.read(owner, CONSUMER, {key: NEW}, 5000)
         ids[key] = [xid for xid, _ in result.entries[0][1]]
         assert len(ids[key]) == 2500
 
@@ -326,10 +372,10 @@ async def test_fenced_ack_of_many_ids_goes_in_chunks(
 async def test_an_old_owner_cannot_ack_after_its_lock_expired_and_was_taken(
     transport: RedisTransport, app_name: str, redis_client: redis.Redis
 ) -> None:
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     [k0] = await _partitions_with_entries(transport, app_name, 1)
     assert await c.acquire("a", [0], 200) == {0}
-    result = await c.read("a", CONSUMER, {k0: b">"}, 10)
+    result = await c.read("a", CONSUMER, {k0: NEW}, 10)
     ids = [xid for xid, _ in result.entries[0][1]]
     assert len(ids) == 3
 
@@ -338,12 +384,12 @@ async def test_an_old_owner_cannot_ack_after_its_lock_expired_and_was_taken(
 
     assert await c.ack("a", {k0: ids}) == [k0]
     assert pending_ids(redis_client, k0, GROUP) == ids
-    assert (await c.read("a", CONSUMER, {k0: b"0-0"}, 10)).lost == [k0]
+    assert (await c.read("a", CONSUMER, {k0: PENDING}, 10)).lost == [k0]
     assert await c.beat("a", [0], 30_000) == set()
     assert await c.lock_owners(1) == {0: "b"}
 
     # The new owner reads the unacknowledged entries again and acknowledges them.
-    result = await c.read("b", CONSUMER, {k0: b"0-0"}, 10)
+    result = await c.read("b", CONSUMER, {k0: PENDING}, 10)
     assert [xid for xid, _ in result.entries[0][1]] == ids
     assert await c.ack("b", {k0: ids}) == []
     assert pending_ids(redis_client, k0, GROUP) == []
@@ -598,14 +644,14 @@ async def test_acquiring_a_lock_does_not_renew_the_lease_of_locks_lost_meanwhile
     [key] = keys_by_partition(pings, lambda k: Ping(key=k, n=0), 1)
     p0 = pings.partition_number(Ping(key=key, n=0))
     q = (p0 + 1) % COUNT
-    others = transport.coordination(app_name, STREAM, PROC)
+    others = coordination(transport, app_name)
     assert await others.acquire("intruder", [q], 120_000) == {q}
 
     async with Running(app) as w:
         e = executor(w)
         await w.until(lambda: e.runner.owned == set(range(COUNT)) - {q}, "w took the free locks")
         await pings.send(*[Ping(key=key, n=n) for n in range(20)])
-        inbox = e.runner.inboxes[pings.partitions[p0].key]
+        inbox = e.runner.inboxes[pings.partitions[p0].id]
         await w.until(
             lambda: any(x[3] == 0 for x in seen) and not inbox.wants_more,
             "one iteration in flight on p0, its inbox full behind it",
@@ -723,7 +769,7 @@ async def test_stop_while_waiting_for_a_lock_held_by_someone_else(
 ) -> None:
     seen: Seen = []
     app, _ = declare(app_name, redis_url, "a", seen, default_assignment_sleep=60)
-    intruder = transport.coordination(app_name, STREAM, PROC)
+    intruder = coordination(transport, app_name)
     assert await intruder.acquire("intruder", [0], 120_000) == {0}
 
     async with Running(app) as running:
@@ -765,12 +811,12 @@ async def test_read_is_refused_when_a_lock_changes_between_check_and_read(
     """The WATCH half of the fence: a lock taken over after the check (here by a command
     slipped in right after it, as a stand-in for another process) and Redis refuses the
     read; the next attempt's check sees the lock is gone."""
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     [k0] = await _partitions_with_entries(transport, app_name, 1)
     assert await c.acquire("a", [0], 30_000) == {0}
     lock = c.lock_key(0)
     exchanges: list[list] = []
-    real = c._exchange
+    real = c.inner._exchange
     multi = resp.command("MULTI")
 
     async def stealing(packed: bytes, replies: int) -> list:
@@ -781,8 +827,8 @@ async def test_read_is_refused_when_a_lock_changes_between_check_and_read(
         exchanges.append(got)
         return got
 
-    c._exchange = stealing  # type: ignore[method-assign]
-    result = await c.read("a", CONSUMER, {k0: b">"}, 10)
+    c.inner._exchange = stealing  # type: ignore[method-assign]
+    result = await c.read("a", CONSUMER, {k0: NEW}, 10)
     assert exchanges[0][1] == [1]  # the check passed...
     assert exchanges[0][-1] is None  # ...and Redis refused the read all the same
     assert exchanges[1][1] == [0]  # the second attempt's check saw it
@@ -797,12 +843,12 @@ async def test_read_leaves_other_locks_as_they_were(
     """The check touches locks that are not ours only so that Redis refuses the read: a
     lock held by another keeps its holder and its expiry, a free one stays free, and
     neither partition has anything delivered."""
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     k0, k1, k2 = await _partitions_with_entries(transport, app_name, 3)
     assert await c.acquire("a", [0], 30_000) == {0}
     assert await c.acquire("b", [1], 30_000) == {1}
-    for others in ({k1: b">"}, {k2: b">"}, {k1: b">", k2: b">"}):
-        result = await c.read("a", CONSUMER, {k0: b"0", **others}, 10)
+    for others in ({k1: NEW}, {k2: NEW}, {k1: NEW, k2: NEW}):
+        result = await c.read("a", CONSUMER, {k0: PENDING, **others}, 10)
         assert result.lost == list(others)
         assert [key for key, _ in result.entries] == [k0]
     assert redis_client.get(c.lock_key(1)) == b"b"
@@ -817,14 +863,14 @@ async def test_read_errors_are_raised(
 ) -> None:
     """A partition without its consumer group: the error inside the transaction is
     raised (the fetcher retries), and reading works again once the group is there."""
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     assert await c.acquire("a", [0], 30_000) == {0}
     key = stream_key(app_name, 0)
-    redis_client.xadd(key, {"n": "0"})  # a stream, but no group
+    redis_client.xadd(keys.partition(*key), {"n": "0"})  # a stream, but no group
     with pytest.raises(redis.ResponseError, match="NOGROUP"):
-        await c.read("a", CONSUMER, {key: b">"}, 10)
+        await c.read("a", CONSUMER, {key: NEW}, 10)
     await transport.ensure_group([key], GROUP)
-    result = await c.read("a", CONSUMER, {key: b">"}, 10)
+    result = await c.read("a", CONSUMER, {key: NEW}, 10)
     assert [len(entries) for _, entries in result.entries] == [1]
 
 
@@ -833,13 +879,13 @@ async def test_acknowledging_thousands_of_ids_at_once(
 ) -> None:
     """More ids for one partition than the script passes to one XACK (1000), next to a
     partition with a few: all acknowledged."""
-    c = transport.coordination(app_name, STREAM, PROC)
+    c = coordination(transport, app_name)
     k0, k1 = (stream_key(app_name, p) for p in range(2))
     await transport.ensure_group([k0, k1], GROUP)
     await transport.append([(k0, {b"n": str(i).encode()}) for i in range(2500)])
     await transport.append([(k1, {b"n": b"x"}), (k1, {b"n": b"y"})])
     assert await c.acquire("a", [0, 1], 30_000) == {0, 1}
-    result = await c.read("a", CONSUMER, {k0: b">", k1: b">"}, 5000)
+    result = await c.read("a", CONSUMER, {k0: NEW, k1: NEW}, 5000)
     ids = {key: [xid for xid, _ in entries] for key, entries in result.entries}
     assert [len(ids[k0]), len(ids[k1])] == [2500, 2]
     assert await c.ack("a", ids) == []

@@ -118,8 +118,10 @@ async def test_fallback_quarantine_holds_the_partition_and_records_it(
         assert not running.done
         assert await running.stop() == 0
     assert log == [("try", 0), ("done", 0), ("try", 1), ("try", 1)]
-    assert quarantined[0]["id"] == ids[1].decode()
-    assert "failing on 1" in quarantined[0]["error"]
+    [(partition, quarantine)] = quarantined.items()
+    assert partition == pings.partitions[0].id
+    assert quarantine.id == ids[1].decode()
+    assert "failing on 1" in quarantine.error
     assert pending_ids(redis_client, pings.partitions[0].key, "proc")[0] == ids[1]
 
 

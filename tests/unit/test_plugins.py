@@ -173,7 +173,8 @@ class FakeTransport(Transport):
         self.url = url
         self.settings = settings
 
-    def partition_key(self, app, stream, number):
+    def partition_key(self, partition):
+        app, stream, number = partition
         return f"fake/{app}/{stream}/{number}"
 
     async def append(self, entries, maxlen=None):
@@ -185,16 +186,10 @@ class FakeTransport(Transport):
     async def adopt_pending(self, key, group, consumer):
         raise NotImplementedError
 
-    async def read(self, group, consumer, positions, count, block_ms):
-        raise NotImplementedError
-
     async def last_delivered(self, keys, group):
         raise NotImplementedError
 
     async def wait_for_new(self, after, block_ms):
-        raise NotImplementedError
-
-    async def ack(self, group, ids):
         raise NotImplementedError
 
     async def reset_group(self, keys, group, start):

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from runnel.exceptions import DecodeError, EncodeError, Misconfigured, SchemaIncompatible
 from runnel.interfaces import Serializer
 from runnel.record import Record
+from runnel.transport import PartitionId
 from runnel.types import Event, Fields, Partition
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Stream:
             self.serializer = bind(record) if bind is not None else serializer
         self.hasher = hasher
         self._partitions: list[Partition] | None = None
-        self._keys: list[str] | None = None
+        self._keys: list[PartitionId] | None = None
         self._primitive = record.is_primitive()
         self._dump_mode = getattr(self.serializer, "dump_mode", "json")
         # Serializers with stored schemas (Avro) take part in preparing and reading.
@@ -97,11 +98,9 @@ class Stream:
     @property
     def partitions(self) -> list[Partition]:
         if self._partitions is None:
-            transport = self.app.transport
-            self._partitions = [
-                Partition(self, n, transport.partition_key(self.app.name, self.name, n))
-                for n in range(self.partition_count)
-            ]
+            key_of = self.app.transport.partition_key
+            ids = [PartitionId(self.app.name, self.name, n) for n in range(self.partition_count)]
+            self._partitions = [Partition(self, p.number, p, key_of(p)) for p in ids]
         return self._partitions
 
     # Routing.
@@ -121,7 +120,7 @@ class Stream:
 
     def partition_key(self, i: int) -> str:
         """The store key of partition ``i`` (0.1's name; new code uses ``partitions[i].key``)."""
-        return self.app.transport.partition_key(self.app.name, self.name, i)
+        return self.app.transport.partition_key(PartitionId(self.app.name, self.name, i))
 
     def all_partition_keys(self) -> list[str]:
         return [p.key for p in self.partitions]
@@ -263,9 +262,9 @@ class Stream:
             return []
         keys = self._keys
         if keys is None:
-            keys = self._keys = [p.key for p in self.partitions]
+            keys = self._keys = [p.id for p in self.partitions]
         validate, number, encode = self.validate, self.partition_number, self._encode
-        entries: list[tuple[str, Fields]] = []
+        entries: list[tuple[PartitionId, Fields]] = []
         for value in records:
             record = validate(value)
             key = keys[number(record)]

@@ -1,16 +1,21 @@
 """The small interface between the core and the log store that holds the streams.
 
-The core never names a Redis command or key: it asks a :class:`Transport` for the key of
-a partition and hands that key back to append, read and acknowledge. Transports are
-provided by plugins (``runnel_transports`` hook) and chosen by the URL's scheme, so the
-same application runs on any transport unchanged.
+The core never names a store command or key. A partition is named everywhere, in
+:class:`Transport` and :class:`~runnel.coordination.Coordination` alike, by one value, a
+:class:`PartitionId` (app, stream, number): it is what the core already knows, it needs no
+store to build, and a store derives its own key from it, so nothing ever parses a key back
+(app and stream names may contain dots). Where a read starts is a :class:`Position` the
+store translates into its own syntax. Transports are provided by plugins
+(``runnel_transports`` hook) and chosen by the URL's scheme, so the same application runs
+on any transport unchanged.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from runnel.exceptions import Misconfigured
@@ -22,38 +27,71 @@ if TYPE_CHECKING:
     from runnel.schemas import SchemaStore
     from runnel.settings import Settings
 
+
+class PartitionId(NamedTuple):
+    """Partition ``number`` of ``stream`` in ``app``: the one name of a partition in every
+    store method. A tuple, so that it hashes fast as a dict key on the read path."""
+
+    app: str
+    stream: str
+    number: int
+
+
 Fields = Mapping[bytes, Any]
 """An entry's field/value pairs as given to :meth:`Transport.append`."""
 Entry = tuple[bytes, dict[bytes, bytes] | None]
 """An entry read back: its id and fields (``None`` if it was trimmed before it was read)."""
 
-NEW = b">"
-"""The read position meaning "entries never delivered to this group"."""
-PENDING_START = b"0-0"
-"""The read position meaning "from the start of what this consumer has not acknowledged"."""
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a read of one partition starts, in the store's terms but not its syntax.
+
+    ``new``: entries never delivered to the group. Otherwise the reader's own delivered
+    but unacknowledged entries after the entry id ``after`` (``None``: from the oldest).
+    """
+
+    new: bool = False
+    after: bytes | None = None
+
+    @staticmethod
+    def pending_after(entry_id: bytes | None) -> Position:
+        return Position(after=entry_id) if entry_id is not None else PENDING
+
+
+NEW = Position(new=True)
+"""Read entries never delivered to this group."""
+PENDING = Position()
+"""Read from the oldest entry this reader has not acknowledged."""
 
 
 class Transport(abc.ABC):
     """A store of partitioned append-only logs with consumer groups."""
 
+    shared: bool = True
+    """Whether other processes see the same data. The CLI refuses to inspect or change
+    a store that is not shared (``memory://``), since it would see an empty one."""
+
     @abc.abstractmethod
-    def partition_key(self, app: str, stream: str, number: int) -> str:
-        """The store's name for partition ``number`` of ``stream``."""
+    def partition_key(self, partition: PartitionId) -> str:
+        """The store's own name for ``partition``: for people (CLI, logs) and for dead
+        letter records, which name their source partition this way. Never parsed back."""
 
     @abc.abstractmethod
     async def append(
-        self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None
+        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
     ) -> list[bytes]:
-        """Append ``(partition_key, fields)`` entries in one round trip, all or none;
-        return their ids."""
+        """Append ``(partition, fields)`` entries in one round trip, all or none; return
+        their ids."""
 
     @abc.abstractmethod
-    async def ensure_group(self, keys: Sequence[str], group: str) -> None:
-        """Create consumer group ``group`` on every key (and the key itself) if missing."""
+    async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
+        """Create consumer group ``group`` on every partition (and the partition itself)
+        if missing."""
 
     @abc.abstractmethod
-    async def adopt_pending(self, key: str, group: str, consumer: str) -> int:
-        """Move entries pending for other consumers of ``group`` on ``key`` to ``consumer``.
+    async def adopt_pending(self, partition: PartitionId, group: str, consumer: str) -> int:
+        """Move entries pending for other consumers of ``group`` to ``consumer``.
 
         Called when an executor starts, so that what consumers of other names (runnel 0.1
         used one per worker) read but never acknowledged is delivered again, first and in
@@ -61,67 +99,60 @@ class Transport(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def read(
-        self,
-        group: str,
-        consumer: str,
-        positions: Mapping[str, bytes],
-        count: int,
-        block_ms: int | None,
-    ) -> list[tuple[str, list[Entry]]]:
-        """Read up to ``count`` entries per key after each position.
-
-        A position of :data:`NEW` reads entries never delivered to the group (blocking up
-        to ``block_ms`` if there are none); any other id re-reads the consumer's own
-        unacknowledged entries after it, without blocking.
-        """
+    async def last_delivered(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, bytes]:
+        """The id of the newest entry delivered to ``group`` on each partition."""
 
     @abc.abstractmethod
-    async def last_delivered(self, keys: Sequence[str], group: str) -> dict[str, bytes]:
-        """The id of the newest entry delivered to ``group`` on each key."""
-
-    @abc.abstractmethod
-    async def wait_for_new(self, after: Mapping[str, bytes], block_ms: int) -> bool:
-        """Block until some key has an entry newer than its id in ``after`` (or time is up).
+    async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
+        """Block until some partition has an entry newer than its id in ``after`` (None:
+        any entry) or time is up.
 
         Changes no state, so it can be abandoned at any time; True if something arrived.
         """
 
     @abc.abstractmethod
-    async def ack(self, group: str, ids: Mapping[str, Sequence[bytes]]) -> None:
-        """Acknowledge entries, by key, in one round trip."""
-
-    @abc.abstractmethod
-    async def reset_group(self, keys: Sequence[str], group: str, start: str) -> None:
-        """Point the group at ``start`` on every key, forgetting pending entries."""
+    async def reset_group(self, partitions: Sequence[PartitionId], group: str, start: str) -> None:
+        """Point the group at ``start`` on every partition, forgetting pending entries.
+        ``start`` is as the user gave it: ``0`` (the beginning), ``$`` (the end) or an
+        entry id."""
 
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Release connections."""
 
-    async def backlog(self, keys: Sequence[str], group: str) -> dict[str, tuple[int | None, int]]:
-        """For each key: (entries not yet delivered to the group, entries delivered but not
-        acknowledged). The first is None where the store cannot tell."""
+    async def backlog(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, tuple[int | None, int]]:
+        """For each partition: (entries not yet delivered to the group, entries delivered
+        but not acknowledged). The first is None where the store cannot tell."""
         raise Misconfigured(f"{type(self).__name__} cannot report backlogs")
 
-    async def first_pending(self, key: str, group: str) -> bytes | None:
-        """The oldest entry delivered to ``group`` on ``key`` and not acknowledged."""
+    async def first_pending(self, partition: PartitionId, group: str) -> bytes | None:
+        """The oldest entry delivered to ``group`` and not acknowledged (``runnel
+        processor skip``)."""
         raise Misconfigured(f"{type(self).__name__} cannot list pending entries")
 
+    async def ack(self, partition: PartitionId, group: str, ids: Sequence[bytes]) -> None:
+        """Acknowledge entries without holding the partition's lock (``runnel processor
+        skip``; workers acknowledge through their coordination, fenced)."""
+        raise Misconfigured(f"{type(self).__name__} cannot acknowledge entries")
+
     async def scan(
-        self, key: str, after: bytes, count: int
+        self, partition: PartitionId, after: bytes | None, count: int
     ) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        """Up to ``count`` entries of ``key`` with ids after ``after`` (``b"0-0"``: all),
-        oldest first; a page of what is stored, for the CLI."""
+        """Up to ``count`` entries with ids after ``after`` (None: from the first), oldest
+        first; a page of what is stored, for the CLI."""
         raise Misconfigured(f"{type(self).__name__} cannot list entries")
 
-    async def remove(self, key: str, ids: Sequence[bytes]) -> int:
-        """Delete these entries of ``key``; return how many were there."""
+    async def remove(self, partition: PartitionId, ids: Sequence[bytes]) -> int:
+        """Delete these entries; return how many were there."""
         raise Misconfigured(f"{type(self).__name__} cannot delete entries")
 
-    async def lengths(self, keys: Sequence[str]) -> dict[str, int]:
-        """For each key: how many entries it holds now (appended, less any trimmed), so
-        that a monitor can tell how many arrived between two looks."""
+    async def lengths(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        """For each partition: how many entries it holds now (appended, less any trimmed),
+        so that a monitor can tell how many arrived between two looks."""
         raise Misconfigured(f"{type(self).__name__} cannot report stream lengths")
 
     def client(self) -> Any:

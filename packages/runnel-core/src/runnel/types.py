@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from runnel.record import Record
     from runnel.stream import Stream
+    from runnel.transport import PartitionId
 
 Fields = dict[bytes, bytes]
 
@@ -37,10 +38,15 @@ class ExceptionPolicy(enum.StrEnum):
 
 @dataclass(eq=False)
 class Partition:
-    """One partition of a stream: a single ordered log in the transport."""
+    """One partition of a stream: a single ordered log in the transport.
+
+    ``id`` names it to the store; ``key`` is the store's own name for it (for people,
+    and for dead letter records).
+    """
 
     stream: Stream
     number: int
+    id: PartitionId = field(repr=False)
     key: str = field(repr=False)
 
     def __repr__(self) -> str:

@@ -67,7 +67,7 @@ async def snapshot(app: App) -> dict[str, Any]:
 async def _length(app: App, processor: str) -> int | None:
     """How many entries the processor's stream holds over all partitions (None where the
     store cannot tell)."""
-    keys = [p.key for p in app.processors[processor].stream.partitions]
+    keys = [p.id for p in app.processors[processor].stream.partitions]
     try:
         return sum((await app.transport.lengths(keys)).values())
     except Misconfigured:

@@ -13,9 +13,18 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from runnel.coordination import Coordination, Leadership, Members, ReadResult
+from runnel.coordination import (
+    Coordination,
+    Leadership,
+    Members,
+    Quarantine,
+    ReadResult,
+    members_from_json,
+    members_to_json,
+)
 from runnel.exceptions import StoreFull
 from runnel.processing.retry import reraise_if_cancelled
+from runnel.transport import PartitionId, Position
 from runnel_redis import keys, resp, scripts
 
 ADMIN_TTL_MS = 10_000
@@ -25,9 +34,16 @@ CONTROL_MAXLEN = 1000
 
 class RedisCoordination(Coordination):
     def __init__(
-        self, client: aioredis.Redis, app: str, stream: str, processor: str, group: str
+        self,
+        client: aioredis.Redis,
+        app: str,
+        stream: str,
+        processor: str,
+        group: str,
+        key_of: Callable[[PartitionId], str] | None = None,
     ) -> None:
         self.redis = client
+        self.key_of = key_of or (lambda p: keys.partition(*p))
         self.app, self.stream, self.processor, self.group = app, stream, processor, group
         self.membership_key = keys.membership(app, stream, processor)
         self.control_key = keys.control(app, stream, processor)
@@ -42,12 +58,14 @@ class RedisCoordination(Coordination):
         self._fenced_read = resp.Script(client, scripts.FENCED_READ)
         # The same keys, group and owner go out in every read and acknowledgement:
         # packed once (RESP bulk strings), kept here.
-        self._bulks: dict[str, bytes] = {}  # key, group, owner, consumer -> packed
-        self._lock_bulks: dict[str, bytes] = {}  # partition stream -> its packed lock key
+        self._bulks: dict[str, bytes] = {}  # group, owner, consumer -> packed
+        self._lock_bulks: dict[PartitionId, bytes] = {}  # partition -> its packed lock key
+        self._key_bulks: dict[PartitionId, bytes] = {}  # partition -> its packed stream key
+        self._partitions: dict[bytes, PartitionId] = {}  # stream key in replies -> partition
         self._read_head = resp.arguments(("XREADGROUP", "GROUP", group))
 
-    def lock_key(self, number: int) -> str:
-        return keys.partition_lock(self.app, self.stream, self.processor, number)
+    def lock_key(self, partition: PartitionId) -> str:
+        return keys.partition_lock(self.app, self.stream, self.processor, partition.number)
 
     def _bulk(self, text: str) -> bytes:
         packed = self._bulks.get(text)
@@ -55,20 +73,28 @@ class RedisCoordination(Coordination):
             packed = self._bulks[text] = resp.arguments((text,))
         return packed
 
-    def _locks_of(self, streams: Sequence[str]) -> bytes:
-        """The packed lock keys of these partition streams."""
+    def _locks_of(self, partitions: Sequence[PartitionId]) -> bytes:
+        """The packed lock keys of these partitions."""
         bulks = self._lock_bulks
         out = []
-        for stream in streams:
-            lock = bulks.get(stream)
+        for partition in partitions:
+            lock = bulks.get(partition)
             if lock is None:
-                number = int(stream.rsplit(".", 1)[1])
-                lock = bulks[stream] = resp.arguments((self.lock_key(number),))
+                lock = bulks[partition] = resp.arguments((self.lock_key(partition),))
             out.append(lock)
         return b"".join(out)
 
-    def _streams(self, streams: Sequence[str]) -> bytes:
-        return b"".join(self._bulk(stream) for stream in streams)
+    def _streams(self, partitions: Sequence[PartitionId]) -> bytes:
+        bulks = self._key_bulks
+        out = []
+        for partition in partitions:
+            packed = bulks.get(partition)
+            if packed is None:
+                key = self.key_of(partition)
+                self._partitions[key.encode()] = partition
+                packed = bulks[partition] = resp.arguments((key,))
+            out.append(packed)
+        return b"".join(out)
 
     # Membership and control.
 
@@ -85,7 +111,12 @@ class RedisCoordination(Coordination):
             members = change(_parse_members(await self.redis.get(self.membership_key)))
             await self._announce(
                 keys=[self.membership_key, self.control_key],
-                args=[json.dumps(members, sort_keys=True), CONTROL_MAXLEN, reason, executor],
+                args=[
+                    json.dumps(members_to_json(members), sort_keys=True),
+                    CONTROL_MAXLEN,
+                    reason,
+                    executor,
+                ],
             )
             return members
         finally:
@@ -128,17 +159,21 @@ class RedisCoordination(Coordination):
 
     # Locks and heartbeats.
 
-    async def acquire(self, owner: str, partitions: Sequence[int], ttl_ms: int) -> set[int]:
+    async def acquire(
+        self, owner: str, partitions: Sequence[PartitionId], ttl_ms: int
+    ) -> set[PartitionId]:
         if not partitions:
             return set()
         got = await self._acquire(keys=[self.lock_key(p) for p in partitions], args=[owner, ttl_ms])
         return {p for p, ok in zip(partitions, got, strict=True) if ok}
 
-    async def release(self, owner: str, partitions: Sequence[int]) -> None:
+    async def release(self, owner: str, partitions: Sequence[PartitionId]) -> None:
         if partitions:
             await self._release(keys=[self.lock_key(p) for p in partitions], args=[owner])
 
-    async def beat(self, owner: str, partitions: Sequence[int], ttl_ms: int) -> set[int]:
+    async def beat(
+        self, owner: str, partitions: Sequence[PartitionId], ttl_ms: int
+    ) -> set[PartitionId]:
         beat_key = keys.heartbeat(self.app, self.stream, self.processor, owner)
         held = await self._beat(
             keys=[beat_key, *[self.lock_key(p) for p in partitions]], args=[owner, ttl_ms]
@@ -154,17 +189,19 @@ class RedisCoordination(Coordination):
             found = await pipe.execute()
         return {e for e, n in zip(executors, found, strict=True) if n}
 
-    async def lock_owners(self, count: int) -> dict[int, str | None]:
+    async def lock_owners(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, str | None]:
+        if not partitions:
+            return {}
         # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
         values = cast(
-            list[bytes | None], await self.redis.mget([self.lock_key(p) for p in range(count)])
+            list[bytes | None], await self.redis.mget([self.lock_key(p) for p in partitions])
         )
-        return {p: (v.decode() if v else None) for p, v in enumerate(values)}
+        return {p: (v.decode() if v else None) for p, v in zip(partitions, values, strict=True)}
 
     # Fenced reading and acknowledging.
 
     async def read(
-        self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
+        self, owner: str, consumer: str, positions: Mapping[PartitionId, Position], count: int
     ) -> ReadResult:
         """Read the partitions whose lock we hold, in one round trip:
 
@@ -178,7 +215,7 @@ class RedisCoordination(Coordination):
         own heartbeat renewing a lock in between) is tried again without the lost ones.
         """
         result = ReadResult()
-        reading = dict(positions)
+        reading = {p: _redis_id(position) for p, position in positions.items()}
         for _ in range(READ_ATTEMPTS):
             if not reading:
                 break
@@ -190,13 +227,13 @@ class RedisCoordination(Coordination):
             lost = [s for s, ok in zip(streams, held, strict=True) if not ok]
             result.lost += lost
             if reply is not None:
-                return _add_entries(result, reply, skip=lost)
+                return _add_entries(result, reply, self._partitions, skip=lost)
             for stream in lost:
                 del reading[stream]
         return result  # the fetcher reads again
 
     async def _checked_read(
-        self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
+        self, owner: str, consumer: str, positions: Mapping[PartitionId, bytes], count: int
     ) -> tuple[list[int], Any]:
         """The held flags, and XREADGROUP's reply (None when Redis refused the EXEC).
 
@@ -239,14 +276,14 @@ class RedisCoordination(Coordination):
         return held, reply
 
     async def _read_when_full(
-        self, owner: str, consumer: str, positions: Mapping[str, bytes], count: int
+        self, owner: str, consumer: str, positions: Mapping[PartitionId, bytes], count: int
     ) -> tuple[list[int], Any]:
         """The same fenced read in one script that may run on a full Redis: Redis refuses
         any command queued in a MULTI when it is at maxmemory, XREADGROUP included."""
-        streams = list(positions)
-        numbers = [int(stream.rsplit(".", 1)[1]) for stream in streams]
+        partitions = list(positions)
+        self._streams(partitions)  # so that the reply's keys are known
         held, reply = await self._fenced_read(
-            keys=[*(self.lock_key(n) for n in numbers), *streams],
+            keys=[*map(self.lock_key, partitions), *map(self.key_of, partitions)],
             args=[owner, self.group, consumer, count, *positions.values()],
         )
         return held, reply or []
@@ -254,7 +291,9 @@ class RedisCoordination(Coordination):
     async def _exchange(self, packed: bytes, replies: int) -> list[Any]:
         return await resp.exchange(self.redis, packed, replies)
 
-    async def ack(self, owner: str, ids: Mapping[str, Sequence[bytes]]) -> list[str]:
+    async def ack(
+        self, owner: str, ids: Mapping[PartitionId, Sequence[bytes]]
+    ) -> list[PartitionId]:
         """Acknowledge on the partitions whose lock we hold (FENCED_ACK_MANY), in one
         command; the partitions we no longer hold."""
         streams = list(ids)
@@ -278,19 +317,28 @@ class RedisCoordination(Coordination):
 
     # Quarantines.
 
-    async def quarantine(self, partition: int, entry_id: str | None, error: str) -> None:
+    async def quarantine(self, partition: PartitionId, entry_id: str | None, error: str) -> None:
         record = {"id": entry_id, "error": error, "since": time.time()}
-        await self.redis.hset(self.quarantine_key, str(partition), json.dumps(record))
+        await self.redis.hset(self.quarantine_key, str(partition.number), json.dumps(record))
 
-    async def quarantined(self) -> dict[int, dict[str, Any]]:
+    async def quarantined(self) -> dict[PartitionId, Quarantine]:
+        # A hash field is a partition number, not a key: nothing is parsed out of a name.
         raw = await self.redis.hgetall(self.quarantine_key)
-        return {int(k): json.loads(v) for k, v in raw.items()}
+        out = {}
+        for number, value in raw.items():
+            record = json.loads(value)
+            out[PartitionId(self.app, self.stream, int(number))] = Quarantine(
+                id=record.get("id"), error=record.get("error", ""), since=record.get("since", 0.0)
+            )
+        return out
 
-    async def lift(self, partitions: Sequence[int] | None, executor: str) -> list[int]:
+    async def lift(
+        self, partitions: Sequence[PartitionId] | None, executor: str
+    ) -> list[PartitionId]:
         held = await self.quarantined()
         lifted = sorted(held if partitions is None else set(partitions) & set(held))
         if lifted:
-            await self.redis.hdel(self.quarantine_key, *map(str, lifted))
+            await self.redis.hdel(self.quarantine_key, *(str(p.number) for p in lifted))
         await self.announce("resume", executor)
         return lifted
 
@@ -314,10 +362,14 @@ class RedisLeadership(Leadership):
 
 
 def _parse_members(raw: Any) -> Members:
-    if not raw:
-        return {}
-    data = json.loads(raw)
-    return data if isinstance(data, dict) else {}
+    return members_from_json(json.loads(raw)) if raw else {}
+
+
+def _redis_id(position: Position) -> bytes:
+    """XREADGROUP's id for a position: ``>`` for new entries, else the id to read after."""
+    if position.new:
+        return b">"
+    return b"0-0" if position.after is None else position.after
 
 
 _EVAL_CHECK_LOCKS = resp.arguments(("EVAL", scripts.CHECK_LOCKS))
@@ -331,16 +383,22 @@ READ_ATTEMPTS = 3
 """Reads refused by Redis in a row before the fetcher is left to try again."""
 
 
-def _add_entries(result: ReadResult, replies: Any, skip: Sequence[str] = ()) -> ReadResult:
+def _add_entries(
+    result: ReadResult,
+    replies: Any,
+    partitions: Mapping[bytes, PartitionId],
+    skip: Sequence[PartitionId] = (),
+) -> ReadResult:
+    """Add XREADGROUP's reply to ``result``; ``partitions`` names the keys we asked for."""
     # RESP3 replies are a map, RESP2 replies a list of pairs.
     pairs = replies.items() if isinstance(replies, dict) else replies or []
     for raw_key, raw_entries in pairs:
-        key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
-        if key in skip:
+        partition = partitions[raw_key if isinstance(raw_key, bytes) else raw_key.encode()]
+        if partition in skip:
             continue  # read while nobody held its lock: left pending for the next owner
         result.entries.append(
             (
-                key,
+                partition,
                 [
                     (xid, {flat[0]: flat[1]} if flat and len(flat) == 2 else _fields(flat))
                     for xid, flat in raw_entries or []

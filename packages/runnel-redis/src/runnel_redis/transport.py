@@ -10,7 +10,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
-from runnel.transport import Entry, Fields, Transport
+from runnel.transport import Fields, PartitionId, Transport
 from runnel.urls import redact
 from runnel_redis import errors, keys, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
@@ -20,6 +20,7 @@ from runnel_redis.schemas import RedisSchemaStore
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
 _RAW_REPLIES = ("XREADGROUP", "XAUTOCLAIM", "XREAD")
+_START = b"0-0"  # Redis's id before every entry
 
 _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 
@@ -39,21 +40,26 @@ class RedisTransport(Transport):
         self.redis = aioredis.Redis.from_url(url, decode_responses=False, **client_options)
         for name in _RAW_REPLIES:
             self.redis.response_callbacks.pop(name, None)
-        self._names: dict[bytes, str] = {}
+        self._keys: dict[PartitionId, str] = {}
         self._client: aioredis.Redis | None = None
         self._ensure_group: resp.Script | None = None
 
     def __repr__(self) -> str:
         return f"<RedisTransport {redact(self.url)}>"
 
-    def partition_key(self, app: str, stream: str, number: int) -> str:
-        return keys.partition(app, stream, number)
+    def partition_key(self, partition: PartitionId) -> str:
+        key = self._keys.get(partition)
+        if key is None:
+            key = self._keys[partition] = keys.partition(*partition)
+        return key
 
     async def append(
-        self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None
+        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
     ) -> list[bytes]:
+        key_of = self.partition_key
         if len(entries) == 1:
-            key, fields = entries[0]
+            partition, fields = entries[0]
+            key = key_of(partition)
             # redis-py wants a dict of its own (invariant) key types, and types the id bytes | str.
             entry = await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
             return [cast(bytes, entry)]
@@ -62,7 +68,8 @@ class RedisTransport(Transport):
         # one was most of the time a send took).
         streams: dict[str, int] = {}
         args: list[Any] = [maxlen if maxlen is not None else b""]
-        for key, fields in entries:
+        for partition, fields in entries:
+            key = key_of(partition)
             index = streams.get(key)
             if index is None:
                 index = streams[key] = len(streams) + 1
@@ -80,13 +87,14 @@ class RedisTransport(Transport):
             raise ids
         return ids
 
-    async def ensure_group(self, keys: Sequence[str], group: str) -> None:
+    async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
         # A script: XGROUP CREATE is refused on a full Redis even when the group exists.
         if self._ensure_group is None:
             self._ensure_group = resp.Script(self.redis, scripts.ENSURE_GROUP)
-        await self._ensure_group(keys=list(keys), args=[group])
+        await self._ensure_group(keys=[self.partition_key(p) for p in partitions], args=[group])
 
-    async def adopt_pending(self, key: str, group: str, consumer: str) -> int:
+    async def adopt_pending(self, partition: PartitionId, group: str, consumer: str) -> int:
+        key = self.partition_key(partition)
         summary = await self.redis.xpending(key, group)
         others = sum(
             int(c["pending"])
@@ -104,71 +112,39 @@ class RedisTransport(Transport):
             if cursor in (b"0-0", "0-0"):
                 return others
 
-    async def read(
-        self,
-        group: str,
-        consumer: str,
-        positions: Mapping[str, bytes],
-        count: int,
-        block_ms: int | None,
-    ) -> list[tuple[str, list[Entry]]]:
-        args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
-        if block_ms is not None:
-            args += ["BLOCK", block_ms]
-        args.append("STREAMS")
-        args.extend(positions.keys())
-        args.extend(positions.values())
-        reply = await self.redis.execute_command(*args)
-        if not reply:
-            return []
-        out = []
-        names = self._names
-        # RESP3 replies are a map, RESP2 replies a list of pairs.
-        for raw_key, raw_entries in reply.items() if isinstance(reply, dict) else reply:
-            name = names.get(raw_key)
-            if name is None:
-                name = names[raw_key] = raw_key.decode()
-            entries: list[Entry] = []
-            for xid, flat in raw_entries:
-                if flat is None:
-                    entries.append((xid, None))
-                else:
-                    it = iter(flat)
-                    entries.append((xid, dict(zip(it, it, strict=True))))
-            out.append((name, entries))
-        return out
-
-    async def last_delivered(self, keys: Sequence[str], group: str) -> dict[str, bytes]:
+    async def last_delivered(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, bytes]:
         async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.xinfo_groups(key)
+            for partition in partitions:
+                pipe.xinfo_groups(self.partition_key(partition))
             replies = await pipe.execute()
         out = {}
-        for key, groups in zip(keys, replies, strict=True):
+        for partition, groups in zip(partitions, replies, strict=True):
             for info in groups:
                 if _text(info["name"]) == group:
-                    out[key] = info["last-delivered-id"]
+                    out[partition] = info["last-delivered-id"]
         return out
 
-    async def wait_for_new(self, after: Mapping[str, bytes], block_ms: int) -> bool:
+    async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
         reply = await self.redis.execute_command(
-            "XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", *after.keys(), *after.values()
+            "XREAD",
+            "COUNT",
+            1,
+            "BLOCK",
+            block_ms,
+            "STREAMS",
+            *map(self.partition_key, after.keys()),
+            *(_START if xid is None else xid for xid in after.values()),
         )
         return bool(reply)
 
-    async def ack(self, group: str, ids: Mapping[str, Sequence[bytes]]) -> None:
-        if len(ids) == 1:
-            [(key, xids)] = ids.items()
-            await self.redis.execute_command("XACK", key, group, *xids)
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for key, xids in ids.items():
-                if xids:
-                    pipe.execute_command("XACK", key, group, *xids)
-            await pipe.execute()
+    async def ack(self, partition: PartitionId, group: str, ids: Sequence[bytes]) -> None:
+        if ids:
+            await self.redis.execute_command("XACK", self.partition_key(partition), group, *ids)
 
-    async def reset_group(self, keys: Sequence[str], group: str, start: str) -> None:
-        for key in keys:
+    async def reset_group(self, partitions: Sequence[PartitionId], group: str, start: str) -> None:
+        for key in map(self.partition_key, partitions):
             try:
                 await self.redis.xgroup_create(key, group, id=start, mkstream=True)
                 continue
@@ -197,21 +173,24 @@ class RedisTransport(Transport):
             await self._client.aclose()
             self._client = None
 
-    async def backlog(self, keys: Sequence[str], group: str) -> dict[str, tuple[int | None, int]]:
+    async def backlog(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, tuple[int | None, int]]:
+        keys = [self.partition_key(p) for p in partitions]
         async with self.redis.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.exists(key)
             exists = await pipe.execute()
-        out: dict[str, tuple[int | None, int]] = {}
-        for key, present in zip(keys, exists, strict=True):
+        out: dict[PartitionId, tuple[int | None, int]] = {}
+        for partition, key, present in zip(partitions, keys, exists, strict=True):
             if not present:
-                out[key] = (0, 0)
+                out[partition] = (0, 0)
                 continue
             info = next(
                 (g for g in await self.redis.xinfo_groups(key) if _text(g["name"]) == group), None
             )
             if info is None:
-                out[key] = (await self.redis.xlen(key), 0)
+                out[partition] = (await self.redis.xlen(key), 0)
                 continue
             lag = info.get("lag")  # Redis 7 and later
             if lag is None:
@@ -220,10 +199,11 @@ class RedisTransport(Transport):
                 lag = len(
                     cast(list[Any], await self.redis.xrange(key, min=after, max="+", count=10_001))
                 )
-            out[key] = (int(lag), int(info["pending"]))
+            out[partition] = (int(lag), int(info["pending"]))
         return out
 
-    async def first_pending(self, key: str, group: str) -> bytes | None:
+    async def first_pending(self, partition: PartitionId, group: str) -> bytes | None:
+        key = self.partition_key(partition)
         try:
             rows = await self.redis.xpending_range(key, group, min="-", max="+", count=1)
         except ResponseError as exc:
@@ -233,25 +213,29 @@ class RedisTransport(Transport):
         return cast(bytes, rows[0]["message_id"]) if rows else None  # replies are bytes
 
     async def scan(
-        self, key: str, after: bytes, count: int
+        self, partition: PartitionId, after: bytes | None, count: int
     ) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        start = b"-" if after == b"0-0" else b"(" + after
+        start = b"-" if after is None or after == _START else b"(" + after
         # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.
-        entries = await self.redis.xrange(key, min=start, max="+", count=count)
+        entries = await self.redis.xrange(
+            self.partition_key(partition), min=start, max="+", count=count
+        )
         return list(cast(list[tuple[bytes, dict[bytes, bytes]]], entries))
 
-    async def remove(self, key: str, ids: Sequence[bytes]) -> int:
-        return int(await self.redis.xdel(key, *ids)) if ids else 0
+    async def remove(self, partition: PartitionId, ids: Sequence[bytes]) -> int:
+        return int(await self.redis.xdel(self.partition_key(partition), *ids)) if ids else 0
 
-    async def lengths(self, keys: Sequence[str]) -> dict[str, int]:
+    async def lengths(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
         async with self.redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.xlen(key)
+            for partition in partitions:
+                pipe.xlen(self.partition_key(partition))
             counts = await pipe.execute()
-        return {key: int(n) for key, n in zip(keys, counts, strict=True)}
+        return {p: int(n) for p, n in zip(partitions, counts, strict=True)}
 
     def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
-        return RedisCoordination(self.redis, app, stream, processor, group=processor)
+        return RedisCoordination(
+            self.redis, app, stream, processor, group=processor, key_of=self.partition_key
+        )
 
     def leadership(self, app: str) -> RedisLeadership:
         return RedisLeadership(self.redis, app)

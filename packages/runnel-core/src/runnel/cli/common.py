@@ -127,7 +127,18 @@ def describe(exc: ValidationError) -> str:
 
 
 def run(coro: Coroutine[Any, Any, T], app: App) -> T:
-    """Run a coroutine against the app's transport; connection trouble becomes one line."""
+    """Run a coroutine against the app's transport; connection trouble becomes one line.
+
+    Refused on a store that lives inside one process (``memory://``): this process
+    would see an empty store of its own, not the workers'."""
+    try:
+        shared = app.transport.shared
+    except Exception as exc:
+        coro.close()
+        raise one_line(failure(app, exc), exc) from None
+    if not shared:
+        coro.close()
+        raise click.ClickException(not_shared(app))
 
     async def main() -> T:
         try:
@@ -139,6 +150,14 @@ def run(coro: Coroutine[Any, Any, T], app: App) -> T:
         return asyncio.run(main())
     except Exception as exc:
         raise one_line(failure(app, exc), exc) from None
+
+
+def not_shared(app: App) -> str:
+    return (
+        f"{redact(app.settings.redis_url)} is a store inside one process: a command run "
+        "in a process of its own sees an empty store, not the workers' data "
+        "(use a shared store such as redis:// for the CLI)"
+    )
 
 
 def failure(app: App, exc: Exception) -> str:

@@ -18,6 +18,7 @@ import click
 from runnel.cli.common import load, load_plugins, plugin_option, run
 from runnel.exceptions import RunnelError
 from runnel.stream import DATA, Stream
+from runnel.transport import PartitionId
 from runnel.types import Partition
 
 PAGE = 500
@@ -75,7 +76,7 @@ def filters(command: Callable[..., Any]) -> Callable[..., Any]:
 @dataclass
 class Selection:
     stream: Stream
-    sink: str
+    sink: PartitionId
     since: datetime | None
     until: datetime | None
     number: int | None
@@ -99,7 +100,7 @@ def _select(
         raise click.ClickException(
             f"--partition {number}: {stream.name} has partitions 0 to {stream.partition_count - 1}"
         )
-    sink = stream.app.transport.partition_key(stream.app.name, f"dead.{stream.name}", 0)
+    sink = PartitionId(stream.app.name, f"dead.{stream.name}", 0)
     try:
         return Selection(stream, sink, _when(since), _when(until), number, text)
     except click.BadParameter as exc:
@@ -108,7 +109,8 @@ def _select(
 
 async def _letters(selection: Selection) -> list[DeadLetter]:
     transport = selection.stream.app.transport
-    found, after = [], b"0-0"
+    found: list[DeadLetter] = []
+    after: bytes | None = None
     while True:
         page = await transport.scan(selection.sink, after, PAGE)
         for sink_id, fields in page:
@@ -202,7 +204,7 @@ def replay(
         transport = stream.app.transport
         for start in range(0, len(letters), PAGE):
             chunk = letters[start : start + PAGE]
-            entries = [(x.partition.key, x.fields) for x in chunk if x.partition is not None]
+            entries = [(x.partition.id, x.fields) for x in chunk if x.partition is not None]
             await transport.append(entries, maxlen=stream.partition_size)
             await transport.remove(selection.sink, [x.id for x in chunk])
         return len(letters)

@@ -8,6 +8,7 @@ from runnel.cli.common import load, load_plugins, plugin_option, run
 from runnel.coordination import Coordination
 from runnel.exceptions import RunnelError
 from runnel.processor import Processor
+from runnel.transport import PartitionId
 
 CLI_ID = "cli"
 """Who the control messages sent by these commands come from."""
@@ -44,7 +45,7 @@ def reset(target: str, start: str, force: bool, plugins: tuple[str, ...]) -> Non
         raise click.ClickException(
             f"--start {start!r} is not a stream id (0, $ or like 1526919030474-55)"
         )
-    keys = [p.key for p in proc.stream.partitions]
+    keys = [p.id for p in proc.stream.partitions]
 
     async def reset_all() -> None:
         coordination = _coordination(proc)
@@ -53,7 +54,7 @@ def reset(target: str, start: str, force: bool, plugins: tuple[str, ...]) -> Non
             alive = sorted(await coordination.alive(list(members)))
             if alive:
                 where = ", ".join(
-                    f"{ex} ({members[ex].get('host')} pid {members[ex].get('pid')})" for ex in alive
+                    f"{ex} ({members[ex].host} pid {members[ex].pid})" for ex in alive
                 )
                 raise RunnelError(
                     f"workers of {proc.name} are running: {where}; stop them first "
@@ -87,7 +88,7 @@ def skip(target: str, number: int, xid: str, plugins: tuple[str, ...]) -> None:
         )
     if not _is_stream_id(xid):
         raise click.ClickException(f"--id {xid!r} is not a stream id (like 1526919030474-55)")
-    key = proc.stream.partitions[number].key
+    key = proc.stream.partitions[number].id
 
     async def skip_one() -> None:
         transport = proc.app.transport
@@ -99,8 +100,8 @@ def skip(target: str, number: int, xid: str, plugins: tuple[str, ...]) -> None:
                 f"{xid} is not the first pending event of partition {number} of "
                 f"{proc.name} (that is {first.decode()}); nothing skipped"
             )
-        await transport.ack(proc.name, {key: [first]})
-        await _coordination(proc).lift([number], CLI_ID)
+        await transport.ack(key, proc.name, [first])
+        await _coordination(proc).lift([key], CLI_ID)
 
     run(skip_one(), proc.app)
     click.echo(f"skipped {xid} on partition {number} of {proc.name}; the partition resumes")
@@ -115,8 +116,8 @@ def resume(target: str, number: int | None, plugins: tuple[str, ...]) -> None:
     them again, from the event that failed, without a restart."""
     load_plugins(plugins)
     proc = load(target, Processor)
-    partitions = None if number is None else [number]
-    lifted = run(_coordination(proc).lift(partitions, CLI_ID), proc.app)
+    partitions = None if number is None else [PartitionId(proc.app.name, proc.stream.name, number)]
+    lifted = [p.number for p in run(_coordination(proc).lift(partitions, CLI_ID), proc.app)]
     if not lifted:
         which = "" if number is None else f" partition {number} of"
         click.echo(f"nothing to resume:{which} {proc.name} is not quarantined")

@@ -9,6 +9,7 @@ import click
 
 from runnel.app import App
 from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.coordination import Quarantine
 
 
 @click.command()
@@ -52,7 +53,7 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
 QUARANTINED = "QUARANTINED"
 
 
-def _state(owner: str | None, quarantine: dict[str, Any] | None) -> str:
+def _state(owner: str | None, quarantine: Quarantine | None) -> str:
     if quarantine is not None:
         return QUARANTINED
     return "owned" if owner else "unowned"
@@ -70,8 +71,8 @@ async def _gather(app: App) -> dict[str, Any]:
         coord = transport.coordination(app.name, stream.name, proc.name)
         members = await coord.members()
         alive = await coord.alive(list(members))
-        owners = await coord.lock_owners(stream.partition_count)
-        keys = [p.key for p in stream.partitions]
+        keys = [p.id for p in stream.partitions]
+        owners = await coord.lock_owners(keys)
         backlog = await transport.backlog(keys, proc.name)
         quarantined = await coord.quarantined()
         report["processors"].append(
@@ -81,23 +82,23 @@ async def _gather(app: App) -> dict[str, Any]:
                 "executors": [
                     {
                         "id": ex_id,
-                        "host": info.get("host"),
-                        "pid": info.get("pid"),
+                        "host": info.host,
+                        "pid": info.pid,
                         "alive": ex_id in alive,
-                        "partitions": info.get("partitions", []),
+                        "partitions": info.partitions,
                     }
                     for ex_id, info in sorted(members.items())
                 ],
                 "partitions": [
                     {
-                        "number": n,
-                        "owner": owners.get(n),
+                        "number": key.number,
+                        "owner": owners.get(key),
                         "lag": backlog[key][0],
                         "pending": backlog[key][1],
-                        "state": _state(owners.get(n), quarantined.get(n)),
-                        "failing_id": quarantined.get(n, {}).get("id"),
+                        "state": _state(owners.get(key), quarantined.get(key)),
+                        "failing_id": q.id if (q := quarantined.get(key)) else None,
                     }
-                    for n, key in enumerate(keys)
+                    for key in keys
                 ],
             }
         )

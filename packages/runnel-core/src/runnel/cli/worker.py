@@ -12,7 +12,7 @@ import click
 
 from runnel import logs
 from runnel.app import App
-from runnel.cli.common import failure, load, load_plugins, plugin_option
+from runnel.cli.common import failure, load, load_plugins, not_shared, plugin_option
 from runnel.exceptions import AccessDenied, RunnelError
 from runnel.processing.supervisor import REFUSED
 
@@ -42,7 +42,8 @@ from runnel.processing.supervisor import REFUSED
     default=1,
     show_default=True,
     metavar="N",
-    help="Run N worker processes under a supervisor that restarts any that dies.",
+    help="Run N worker processes under a supervisor that restarts any that dies "
+    "(needs a shared store: not memory://, which lives inside one process).",
 )
 @click.option(
     "--log-level",
@@ -112,6 +113,8 @@ def worker(
     if metrics_host is not None:
         app.settings.metrics_host = metrics_host
     if processes > 1:
+        if not _shared(app):
+            raise click.ClickException(f"--processes {processes}: {not_shared(app)}")
         command = [sys.executable, "-m", "runnel"]
         for plugin in plugins:
             command += ["--plugin", plugin]
@@ -141,6 +144,13 @@ def worker(
         logging.getLogger("runnel.worker").exception("worker crashed")
         raise click.ClickException(f"worker crashed: {exc!r}") from None
     _exit(code)
+
+
+def _shared(app: App) -> bool:
+    try:
+        return app.transport.shared
+    except RunnelError as exc:
+        raise click.ClickException(failure(app, exc)) from None
 
 
 class Refused(click.ClickException):

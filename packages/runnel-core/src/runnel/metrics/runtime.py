@@ -171,7 +171,7 @@ class WorkerMetrics:
         if not owned:
             return
         partitions = executor.processor.stream.partitions
-        keys = {partitions[n].key: n for n in owned}
+        keys = {partitions[n].id: n for n in owned}
         backlog = await executor.transport.backlog(list(keys), executor.group)
         for key, (lag, pending) in backlog.items():
             where = (self.app, ps.name, ps.stream, str(keys[key]))

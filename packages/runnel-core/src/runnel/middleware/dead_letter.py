@@ -74,7 +74,7 @@ class DeadLetterMiddleware(Middleware):
                 raise
 
     async def forward(self, events: list[Event], error: str = "") -> None:
-        key = self.sink.partitions[0].key
+        key = self.sink.partitions[0].id
         if self.source.record.is_primitive():
             entries = [(key, dict(e.data)) for e in events]
         else:

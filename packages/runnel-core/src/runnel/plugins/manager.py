@@ -77,9 +77,12 @@ def plugin_manager() -> pluggy.PluginManager:
             # Built-ins go through the very hooks third parties use; registering them
             # under their entry-point name first makes entry-point loading skip them.
             from runnel.codecs import plugin as codecs
+            from runnel.memory import plugin as memory
 
             pm.register(codecs, name="codecs")
             _sources["codecs"] = "built-in"
+            pm.register(memory, name="memory")
+            _sources["memory"] = "built-in"
             try:
                 pm.load_setuptools_entrypoints("runnel")
             except Exception as exc:

@@ -22,6 +22,7 @@ from runnel.processing.retry import Backoff, outage, reraise_if_cancelled
 
 if TYPE_CHECKING:
     from runnel.processing.executor import Executor
+    from runnel.transport import PartitionId
 
 log = logging.getLogger("runnel.acks")
 
@@ -29,10 +30,10 @@ log = logging.getLogger("runnel.acks")
 class Acks:
     """The finished, not yet acknowledged events of one partition."""
 
-    def __init__(self, executor: Executor, key: str) -> None:
+    def __init__(self, executor: Executor, key: PartitionId) -> None:
         self.executor = executor
         self.key = key
-        self.stats = executor.stats.by_key(key)
+        self.stats = executor.stats.partition(key.number)
         self.ids: list[bytes] = []
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
         self._sending = 0
@@ -109,7 +110,7 @@ class Acknowledger:
 
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
-        self._waiting: dict[str, Acks] = {}
+        self._waiting: dict[PartitionId, Acks] = {}
         self._wake = asyncio.Event()
 
     def wake(self, acks: Acks) -> None:

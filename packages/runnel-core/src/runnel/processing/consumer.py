@@ -32,7 +32,7 @@ class Consumer:
         self.processor = executor.processor
         self.partition = partition
         self.inbox = inbox
-        self.acks = Acks(executor, partition.key)
+        self.acks = Acks(executor, partition.id)
         self.stopping = False
         self.poisoned = False
         self._failing: bytes | None = None  # under RETRY: the first event of the failed iteration
@@ -169,7 +169,7 @@ class Consumer:
         """Where ``runnel status`` sees it, and ``runnel processor skip/resume`` lift it."""
         try:
             await self.executor.coordination.quarantine(
-                self.partition.number, entry_id, f"{type(exc).__name__}: {exc}"
+                self.partition.id, entry_id, f"{type(exc).__name__}: {exc}"
             )
         except Exception as err:
             reraise_if_cancelled()

@@ -24,11 +24,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from runnel.coordination import Members
+from runnel.coordination import Member, Members
 from runnel.exceptions import AccessDenied, RunnelError
 from runnel.processing.acks import Acknowledger
 from runnel.processing.retry import (
@@ -41,6 +42,7 @@ from runnel.processing.retry import (
 )
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
+from runnel.transport import PartitionId
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -96,11 +98,11 @@ class Executor:
         """HALT policy: a processor failed, so this worker stops (and exits non-zero)."""
         self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r} failed: {exc!r}")
 
-    def lost(self, key: str) -> None:
+    def lost(self, partition: PartitionId) -> None:
         """The store says we no longer hold this partition's lock: stop it at once (the
         rebalancer then retires its consumer)."""
         for number, (consumer, _) in self.runner.consumers.items():
-            if consumer.partition.key == key and number not in self._lost:
+            if consumer.partition.id == partition and number not in self._lost:
                 log.warning("%r: lost the lock of partition %d; stopping it", self, number)
                 consumer.stop()
                 self._lost.add(number)
@@ -124,7 +126,7 @@ class Executor:
     # The life of an executor.
 
     async def run(self) -> None:
-        keys = [p.key for p in self.processor.stream.partitions]
+        keys = [p.id for p in self.processor.stream.partitions]
         if not await self._until_stopped(self._setup(keys)) or self._stop.is_set():
             return
         await self._until_stopped(asyncio.sleep(self.processor.join_delay))
@@ -171,7 +173,11 @@ class Executor:
         task.result()
         return True
 
-    async def _setup(self, keys: list[str]) -> None:
+    def _ids(self, numbers: Iterable[int]) -> list[PartitionId]:
+        partitions = self.processor.stream.partitions
+        return [partitions[n].id for n in numbers]
+
+    async def _setup(self, keys: list[PartitionId]) -> None:
         transport = self.transport
         stream = self.processor.stream
         try:
@@ -190,11 +196,12 @@ class Executor:
             adopt = partial(transport.adopt_pending, key, self.group, self.consumer_name)
             moved = await retrying(adopt, "adopting pending events")
             if moved:
-                log.info("%s: %d unacknowledged events will be redelivered first", key, moved)
+                name = transport.partition_key(key)
+                log.info("%s: %d unacknowledged events will be redelivered first", name, moved)
 
     async def _join(self) -> None:
         count = self.processor.stream.partition_count
-        me = {"host": socket.gethostname(), "pid": os.getpid(), "worker": self.worker.id}
+        me = Member(host=socket.gethostname(), pid=os.getpid(), worker=self.worker.id)
 
         async def join() -> Members:
             # Members whose heartbeat has expired are dropped on the way in, so a worker
@@ -205,7 +212,7 @@ class Executor:
             def add_me(members: Members) -> Members:
                 # Only those we saw and found dead: one that joined since is kept.
                 members = {k: v for k, v in members.items() if k not in dead}
-                members[self.id] = {**me, "partitions": []}
+                members[self.id] = me
                 return _reassign(members, count)
 
             return await self.coordination.change_members(add_me, "join", self.id)
@@ -232,7 +239,7 @@ class Executor:
         owned = sorted(self.runner.owned)
         await self.runner.revoke(owned)
         try:
-            await self.coordination.release(self.id, list(range(count)))
+            await self.coordination.release(self.id, self._ids(range(count)))
             await self.coordination.announce("released", self.id)
         except Exception as exc:
             reraise_if_cancelled()
@@ -269,17 +276,20 @@ class Executor:
         if self._lost:
             lost, self._lost = sorted(self._lost), set()
             await self.runner.revoke(lost, graceful=False)
-        target = set(members[self.id].get("partitions", []))
+        target = set(members[self.id].partitions)
         owned = self.runner.owned
         gone = sorted(owned - target)
         if gone:
             await self.runner.revoke(gone)
-            await self.coordination.release(self.id, gone)
+            await self.coordination.release(self.id, self._ids(gone))
             await self.coordination.announce("released", self.id)
         wanted = sorted(target - owned)
         attempt = 0
         while wanted and not self._rebalance.is_set() and not self._stop.is_set():
-            got = await self.coordination.acquire(self.id, wanted, self.ttl_ms)
+            got = {
+                p.number
+                for p in await self.coordination.acquire(self.id, self._ids(wanted), self.ttl_ms)
+            }
             if got:
                 # No lease extension here: the lease comes from heartbeats, which extend
                 # every lock at once; a lock taken now expires later than the lease anyway.
@@ -302,10 +312,10 @@ class Executor:
     async def _forget_quarantines(self, taken: set[int]) -> None:
         """A quarantine ends with its worker: the new owner tries the event again (and
         records the quarantine anew if it fails again)."""
-        stale = set(await self.coordination.quarantined()) & taken
+        stale = {p.number for p in await self.coordination.quarantined()} & taken
         if stale:
             log.info("%r: trying quarantined partitions %s again", self, sorted(stale))
-            await self.coordination.lift(sorted(stale), self.id)
+            await self.coordination.lift(self._ids(sorted(stale)), self.id)
 
     async def _resume_lifted(self) -> None:
         """Start again our quarantined partitions whose quarantine was lifted
@@ -313,7 +323,7 @@ class Executor:
         poisoned = [n for n, (c, _) in self.runner.consumers.items() if c.poisoned]
         if not poisoned:
             return
-        held = await self.coordination.quarantined()
+        held = {p.number for p in await self.coordination.quarantined()}
         lifted = [n for n in poisoned if n not in held]
         if lifted:
             log.info("%r: quarantine of partitions %s lifted; resuming them", self, lifted)
@@ -327,11 +337,11 @@ class Executor:
     async def _beat_once(self) -> None:
         owned = sorted(self.runner.owned)
         started = time.monotonic()
-        held = await self.coordination.beat(self.id, owned, self.ttl_ms)
+        held = await self.coordination.beat(self.id, self._ids(owned), self.ttl_ms)
         self._lease_until = self._lease_deadline(started)
         self._beaten.set()
-        for number in set(owned) - held:
-            self.lost(self.processor.stream.partitions[number].key)
+        for number in set(owned) - {p.number for p in held}:
+            self.lost(self.processor.stream.partitions[number].id)
 
     async def _heartbeat(self) -> None:
         interval = self.processor.lock_expiry / 3
@@ -357,10 +367,7 @@ class Executor:
                 alive = await self.coordination.alive(list(members))
                 dead = set(members) - alive - {self.id}
                 if not dead:
-                    if (
-                        self.id in members
-                        and set(members[self.id].get("partitions", [])) != self.runner.owned
-                    ):
+                    if self.id in members and set(members[self.id].partitions) != self.runner.owned:
                         self._rebalance.set()  # catch up if a control message was missed
                     continue
                 log.warning("%r: executors %s stopped beating; reassigning", self, sorted(dead))
@@ -398,6 +405,6 @@ class Executor:
 
 def _reassign(members: Members, count: int) -> Members:
     """The membership with partitions spread again over its members."""
-    previous = {k: v.get("partitions", []) for k, v in members.items()}
+    previous = {k: v.partitions for k, v in members.items()}
     plan = assign(count, list(members), previous)
-    return {k: {**v, "partitions": plan.get(k, [])} for k, v in members.items()}
+    return {k: replace(v, partitions=plan.get(k, [])) for k, v in members.items()}

@@ -13,7 +13,7 @@ from runnel.processing.retry import (
     reraise_if_cancelled,
     retrying,
 )
-from runnel.transport import NEW, PENDING_START
+from runnel.transport import NEW, PartitionId, Position
 from runnel.types import Event, Partition
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class Fetcher:
     sees a new entry there.
     """
 
-    def __init__(self, executor: Executor, inboxes: dict[str, Inbox]) -> None:
+    def __init__(self, executor: Executor, inboxes: dict[PartitionId, Inbox]) -> None:
         self.executor = executor
         self.inboxes = inboxes
         self.stopping = False
@@ -83,10 +83,10 @@ class _Lane:
         self.executor = fetcher.executor
         self.wake = fetcher._wakes[lane]
         self.lane = lane
-        self._watch: dict[str, bytes] = {}
+        self._watch: dict[PartitionId, bytes | None] = {}
         self._armed = asyncio.Event()
 
-    def _inboxes(self) -> dict[str, Inbox]:
+    def _inboxes(self) -> dict[PartitionId, Inbox]:
         lane = self.lane
         return {
             key: box
@@ -128,7 +128,7 @@ class _Lane:
                 # those are pending now, so read the pending entries after what we hold.
                 for held in inboxes.values():
                     if held.position == NEW:
-                        held.position = held.last_id or PENDING_START
+                        held.position = Position.pending_after(held.last_id)
                 outage.failed(f"reading {processor.stream.name}", exc)
                 await backoff.sleep()
                 continue
@@ -158,7 +158,7 @@ class _Lane:
             await self.wake.wait()
             self._armed.clear()
 
-    async def _arm(self, boxes: dict[str, Inbox]) -> None:
+    async def _arm(self, boxes: dict[PartitionId, Inbox]) -> None:
         """Point the watcher at the partitions that came back empty."""
         unknown = [key for key, box in boxes.items() if box.last_id is None]
         if unknown:
@@ -169,8 +169,8 @@ class _Lane:
                 log.debug("reading group positions failed: %r", exc)
                 known = {}
             for key in unknown:
-                boxes[key].last_id = known.get(key, b"0-0")
-        self._watch = {key: box.last_id or b"0-0" for key, box in boxes.items()}
+                boxes[key].last_id = known.get(key)
+        self._watch = {key: box.last_id for key, box in boxes.items()}
         self._armed.set()
 
     async def _watcher(self) -> None:
@@ -200,7 +200,7 @@ class _Lane:
             [xid for xid, fields in entries if fields is None] if len(events) < len(entries) else []
         )
         if box.position != NEW:
-            box.position = entries[-1][0]
+            box.position = Position.pending_after(entries[-1][0])
             # Read before and never acknowledged: a redelivery.
             self.executor.stats.partition(partition.number).redelivered += len(events)
         else:
@@ -213,7 +213,7 @@ class _Lane:
                 len(trimmed),
                 partition,
             )
-            await self.executor.coordination.ack(self.executor.id, {partition.key: trimmed})
+            await self.executor.coordination.ack(self.executor.id, {partition.id: trimmed})
         if events and partition.stream.has_schemas:
             # A producer may have started writing with a schema stored after we started.
             await retrying(lambda: partition.stream.admit(events), "loading new schemas")

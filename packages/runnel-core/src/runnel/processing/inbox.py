@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from runnel.transport import PENDING_START
+from runnel.transport import PENDING, Position
 from runnel.types import Event, Partition
 
 
@@ -13,14 +13,14 @@ class Inbox:
     """Holds fewer than twice ``capacity`` events, so memory stays flat on any backlog.
 
     ``position`` is where the fetcher reads next: first the partition's unacknowledged
-    entries from :data:`PENDING_START`, then new entries.
+    entries (:data:`~runnel.transport.PENDING`), then new entries.
     """
 
     def __init__(self, partition: Partition, capacity: int, wake: asyncio.Event) -> None:
         self.partition = partition
         self.capacity = capacity
         self.items: deque[Event] = deque()
-        self.position: bytes = PENDING_START
+        self.position: Position = PENDING
         self.last_id: bytes | None = None  # newest id delivered to the group: where "new" starts
         self.closed = False
         self._ready = asyncio.Event()

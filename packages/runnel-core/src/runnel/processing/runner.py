@@ -14,6 +14,7 @@ from runnel.types import Partition
 
 if TYPE_CHECKING:
     from runnel.processing.executor import Executor
+    from runnel.transport import PartitionId
 
 log = logging.getLogger("runnel.runner")
 
@@ -28,7 +29,7 @@ class Runner:
 
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
-        self.inboxes: dict[str, Inbox] = {}
+        self.inboxes: dict[PartitionId, Inbox] = {}
         self.consumers: dict[int, tuple[Consumer, asyncio.Task[None]]] = {}
         self.fetcher = Fetcher(executor, self.inboxes)
         self._group: asyncio.TaskGroup | None = None
@@ -73,7 +74,7 @@ class Runner:
                 continue
             inbox = Inbox(p, processor.prefetch_count, self.fetcher.wake_for(p))
             consumer = Consumer(self.executor, p, inbox)
-            self.inboxes[p.key] = inbox
+            self.inboxes[p.id] = inbox
             task = self._group.create_task(consumer.run(), name=f"consumer-{p.number}")
             self.consumers[p.number] = (consumer, task)
         self.fetcher.look_again()
@@ -91,7 +92,7 @@ class Runner:
         stopping = [self.consumers.pop(n) for n in numbers if n in self.consumers]
         for consumer, _ in stopping:
             consumer.stop()
-            self.inboxes.pop(consumer.partition.key, None)
+            self.inboxes.pop(consumer.partition.id, None)
         tasks = [task for _, task in stopping]
         if not tasks:
             return

@@ -1,0 +1,188 @@
+"""The ``memory://NAME`` transport: streams, groups and coordination in this process.
+
+For tests and single-process apps: several Apps and workers in one process share a
+store by naming it alike, and it behaves as the Redis store does (partitions, consumer
+groups, pending entries, fenced reads, expiring locks). Another process, the ``runnel``
+CLI included, sees a store of its own, so :attr:`shared` is False.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from runnel.exceptions import Misconfigured
+from runnel.jobs.store import JobStore
+from runnel.memory.coordination import MemoryCoordination, MemoryLeadership
+from runnel.memory.logs import (
+    ZERO,
+    Group,
+    Log,
+    NoGroup,
+    ack,
+    decode_fields,
+    parse_id,
+    show_id,
+    wall_ms,
+)
+from runnel.memory.schemas import MemorySchemaStore
+from runnel.memory.server import MemoryServer, server
+from runnel.transport import Fields, PartitionId, Transport
+
+
+class MemoryTransport(Transport):
+    shared = False
+
+    def __init__(self, store: MemoryServer) -> None:
+        self.server = store
+
+    @classmethod
+    def from_url(cls, url: str) -> MemoryTransport:
+        """``memory://NAME`` (or ``memory://``): the process's store called NAME."""
+        parts = urlsplit(url)
+        name = parts.netloc + parts.path.rstrip("/")
+        return cls(server(name))
+
+    def __repr__(self) -> str:
+        return f"<MemoryTransport memory://{self.server.name}>"
+
+    def partition_key(self, partition: PartitionId) -> str:
+        app, stream, number = partition
+        return f"{app}.{stream}.{number}"
+
+    async def append(
+        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+    ) -> list[bytes]:
+        converted = [(p, decode_fields(fields)) for p, fields in entries]
+        store = self.server
+        with store.lock:
+            now = wall_ms()
+            ids = [show_id(store.log(p).append(f, maxlen, now)) for p, f in converted]
+            store.notify({p for p, _ in converted})
+        return ids
+
+    async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
+        with self.server.lock:
+            for p in partitions:
+                self.server.log(p).groups.setdefault(group, _new_group())
+
+    async def adopt_pending(self, partition: PartitionId, group: str, consumer: str) -> int:
+        with self.server.lock:
+            found = _group(self.server.log(partition), group, partition)
+            moved = 0
+            for xid, owner in found.pending.items():
+                if owner != consumer:
+                    found.pending[xid] = consumer
+                    moved += 1
+            return moved
+
+    async def last_delivered(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, bytes]:
+        out = {}
+        with self.server.lock:
+            for p in partitions:
+                log = self.server.logs.get(p)
+                if log is not None and group in log.groups:
+                    out[p] = show_id(log.groups[group].last_delivered)
+        return out
+
+    async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
+        since = {p: ZERO if xid is None else parse_id(xid) for p, xid in after.items()}
+        logs = self.server.logs
+
+        def arrived() -> bool | None:
+            return (
+                any((log := logs.get(p)) and log.last_id > xid for p, xid in since.items()) or None
+            )
+
+        return bool(await self.server.wait_for(since, arrived, block_ms))
+
+    async def reset_group(self, partitions: Sequence[PartitionId], group: str, start: str) -> None:
+        with self.server.lock:
+            for p in partitions:
+                log = self.server.log(p)
+                found = log.groups.setdefault(group, _new_group())
+                found.last_delivered = log.last_id if start == "$" else parse_id(start)
+                found.pending.clear()
+
+    async def aclose(self) -> None:
+        """Nothing to release: the data stays for the process's other users."""
+
+    async def backlog(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, tuple[int | None, int]]:
+        out: dict[PartitionId, tuple[int | None, int]] = {}
+        with self.server.lock:
+            for p in partitions:
+                log = self.server.logs.get(p)
+                found = log.groups.get(group) if log is not None else None
+                if log is None:
+                    out[p] = (0, 0)
+                elif found is None:
+                    out[p] = (len(log), 0)
+                else:
+                    out[p] = (log.lag(found), len(found.pending))
+        return out
+
+    async def first_pending(self, partition: PartitionId, group: str) -> bytes | None:
+        with self.server.lock:
+            log = self.server.logs.get(partition)
+            found = log.groups.get(group) if log is not None else None
+            if not found or not found.pending:
+                return None
+            return show_id(next(iter(found.pending)))
+
+    async def ack(self, partition: PartitionId, group: str, ids: Sequence[bytes]) -> None:
+        with self.server.lock:
+            ack(_group(self.server.log(partition), group, partition), ids)
+
+    async def scan(
+        self, partition: PartitionId, after: bytes | None, count: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        with self.server.lock:
+            log = self.server.logs.get(partition)
+            if log is None:
+                return []
+            start = ZERO if after is None else parse_id(after)
+            return [(show_id(x), dict(log.fields[x])) for x in log.after(start, count)]
+
+    async def remove(self, partition: PartitionId, ids: Sequence[bytes]) -> int:
+        with self.server.lock:
+            log = self.server.logs.get(partition)
+            return log.remove(parse_id(x) for x in ids) if log is not None else 0
+
+    async def lengths(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        with self.server.lock:
+            return {p: len(self.server.logs.get(p) or ()) for p in partitions}
+
+    def coordination(self, app: str, stream: str, processor: str) -> MemoryCoordination:
+        return MemoryCoordination(self.server, app, stream, processor, group=processor)
+
+    def leadership(self, app: str) -> MemoryLeadership:
+        return MemoryLeadership(self.server, app)
+
+    def job_store(self, app: str) -> JobStore:
+        # Imported here: the job store's module is needed only by apps with jobs.
+        jobs = importlib.import_module("runnel.memory.jobs")
+        store: JobStore = jobs.MemoryJobStore(self.server.job_state(app))
+        return store
+
+    def schema_store(self, app: str, stream: str) -> MemorySchemaStore:
+        return MemorySchemaStore(self.server, app, stream)
+
+    def client(self) -> Any:
+        raise Misconfigured("a memory:// store has no client for an app's own commands")
+
+
+def _new_group() -> Group:
+    return Group()
+
+
+def _group(log: Log, group: str, partition: PartitionId) -> Group:
+    found = log.groups.get(group)
+    if found is None:
+        raise NoGroup(f"no consumer group {group!r} on {partition.stream}[{partition.number}]")
+    return found
