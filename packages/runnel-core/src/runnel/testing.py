@@ -37,9 +37,11 @@ from typing import TYPE_CHECKING, Any
 from runnel.exceptions import RunnelError
 from runnel.jobs.clock import Clock
 from runnel.jobs.model import DeadLetter, QueueCounts
+from runnel.memory.server import forget as forget_store
 from runnel.processing.worker import Worker
 from runnel.processor import Processor
 from runnel.record import Record
+from runnel.transport import PartitionId
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -278,20 +280,20 @@ class TestRun:
         for name in sorted(running):
             processor = self.processors[name]
             stream = processor.stream
-            keys = [p.key for p in stream.partitions]
-            backlog = await transport.backlog(keys, processor.name)
+            ids = [p.id for p in stream.partitions]
+            backlog = await transport.backlog(ids, processor.name)
             waiting = {k: v for k, v in backlog.items() if v != (0, 0)}
             if not waiting:
                 continue
             coordination = transport.coordination(self.app.name, stream.name, processor.name)
-            held = await coordination.quarantined()
-            quarantined = {stream.partitions[n].key for n in held}
+            quarantined = await coordination.quarantined()
             left = {k: v for k, v in waiting.items() if k not in quarantined}
             if left:
-                key, (undelivered, pending) = next(iter(left.items()))
+                pid, (undelivered, pending) = next(iter(left.items()))
+                more = f" (and {len(left) - 1} more partitions)" if len(left) > 1 else ""
                 return (
                     f"processor {name!r}: {undelivered} not delivered and {pending} not "
-                    f"acknowledged on {key}" + (f" and {len(left) - 1} more" if len(left) > 1 else "")
+                    f"acknowledged on partition {pid.number} of {pid.stream}{more}"
                 )
         return ""
 
@@ -321,15 +323,15 @@ class TestRun:
         name = processor if isinstance(processor, str) else processor.name
         stream = self.processors[name].stream
         transport = self.app.transport
-        keys = [p.key for p in stream.partitions]
-        delivered = await transport.last_delivered(keys, name)
+        ids = [p.id for p in stream.partitions]
+        delivered = await transport.last_delivered(ids, name)
         out: list[Record] = []
-        for key in keys:
-            last = delivered.get(key)
+        for pid in ids:
+            last = delivered.get(pid)
             if last is None:
                 continue
-            first_pending = await transport.first_pending(key, name)
-            for xid, record in await self._entries(stream, [key]):
+            first_pending = await transport.first_pending(pid, name)
+            for xid, record in await self._entries(stream, [pid]):
                 if _id(xid) > _id(last) or (
                     first_pending is not None and _id(xid) >= _id(first_pending)
                 ):
@@ -338,14 +340,14 @@ class TestRun:
         return out
 
     async def _entries(
-        self, stream: Stream, keys: Sequence[str] | None = None
+        self, stream: Stream, ids: Sequence[PartitionId] | None = None
     ) -> list[tuple[bytes, Record]]:
         transport = self.app.transport
         out = []
-        for key in keys if keys is not None else [p.key for p in stream.partitions]:
-            after = b"0-0"
+        for pid in ids if ids is not None else [p.id for p in stream.partitions]:
+            after: bytes | None = None
             while True:
-                page = await transport.scan(key, after, 500)
+                page = await transport.scan(pid, after, 500)
                 out += [(xid, stream.decode(fields)) for xid, fields in page]
                 if len(page) < 500:
                     break
@@ -470,6 +472,8 @@ async def run(
             for r in list(t._running):
                 await _cancel_hard(r.task)
             logger.removeHandler(failures)
+            if store == "memory":
+                forget_store(url.removeprefix("memory://"))
 
 
 async def _stop_all(t: TestRun) -> None:
