@@ -430,3 +430,15 @@ def test_the_cli_refuses_to_inspect_a_store_of_its_own(tmp_path, monkeypatch) ->
     assert result.exit_code != 0
     assert "Error: memory://x is a store inside one process" in result.output
     assert "Traceback" not in result.output
+
+
+def test_worker_processes_refuse_a_store_of_one_process(tmp_path, monkeypatch) -> None:
+    (tmp_path / "memapp2.py").write_text(
+        "from runnel import App\napp = App(name='m', redis_url='memory://x')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = CliRunner().invoke(cli, ["worker", "memapp2:app", "--processes", "2"])
+    assert result.exit_code != 0
+    assert "Error: --processes 2: memory://x is a store inside one process" in result.output
+    assert "Traceback" not in result.output

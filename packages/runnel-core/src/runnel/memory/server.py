@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 from runnel.memory.logs import Id, Log
 
 T = TypeVar("T")
+log = logging.getLogger("runnel.memory")
 
 Clock = Callable[[], float]
 """Seconds, never going back: what locks, heartbeats and leadership expire by."""
@@ -139,6 +141,11 @@ def server(name: str = "") -> MemoryServer:
         found = _servers.get(name)
         if found is None:
             found = _servers[name] = MemoryServer(name)
+            log.info(
+                "memory://%s is a store inside this process: other processes, the runnel "
+                "CLI included, cannot see it",
+                name,
+            )
         return found
 
 

@@ -66,7 +66,7 @@ class MemoryTransport(Transport):
     async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
         with self.server.lock:
             for p in partitions:
-                self.server.log(p).groups.setdefault(group, _new_group())
+                self.server.log(p).groups.setdefault(group, Group())
 
     async def adopt_pending(self, partition: PartitionId, group: str, consumer: str) -> int:
         with self.server.lock:
@@ -104,7 +104,7 @@ class MemoryTransport(Transport):
         with self.server.lock:
             for p in partitions:
                 log = self.server.log(p)
-                found = log.groups.setdefault(group, _new_group())
+                found = log.groups.setdefault(group, Group())
                 found.last_delivered = log.last_id if start == "$" else parse_id(start)
                 found.pending.clear()
 
@@ -175,10 +175,6 @@ class MemoryTransport(Transport):
 
     def client(self) -> Any:
         raise Misconfigured("a memory:// store has no client for an app's own commands")
-
-
-def _new_group() -> Group:
-    return Group()
 
 
 def _group(log: Log, group: str, partition: PartitionId) -> Group:
