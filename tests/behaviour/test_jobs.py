@@ -42,8 +42,10 @@ async def test_a_plain_function_job_and_delay_sync(app_name: str, store_url: str
         return word.upper()
 
     async with run(app, store=store_url) as t:
+        # From a thread, as a web view would call it (the worker runs in this loop).
         result = await asyncio.to_thread(shout.delay_sync, "hi")
-        assert await result.get(timeout=t.wait) == "HI"
+        assert await asyncio.to_thread(result.get, t.wait) == "HI"
+        assert await shout.delay("ho") is not None
 
 
 async def test_retries_back_off_by_the_apps_clock(app_name: str, store_url: str) -> None:
@@ -160,6 +162,7 @@ async def test_jobs_of_a_worker_that_died_are_taken_back(app_name: str, store_ur
         result = await work.delay()
         # A worker that took the job, then died: it beat once and never finished.
         store = t.job_store
+        await store.prepare()
         await store.beat("ghost", {"pid": 0}, 0.2)
         [taken] = await store.take("ghost", 1, 0, clock)
         assert taken.id == result.id

@@ -372,7 +372,7 @@ async def _cancel_hard(task: asyncio.Task[int]) -> None:
     task.cancel()
     task.cancel()
     while not task.done():
-        await asyncio.wait([task], timeout=0.5)
+        await asyncio.wait([task], timeout=2.0)
         if not task.done():
             task.cancel()
     with contextlib.suppress(BaseException):
