@@ -13,4 +13,3 @@ def store_url(request: pytest.FixtureRequest) -> str:
     if request.param == "memory":
         return "memory"
     return str(request.getfixturevalue("redis_url"))
-

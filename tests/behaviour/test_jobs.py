@@ -217,5 +217,3 @@ async def test_several_workers_share_the_queue(app_name: str, store_url: str) ->
         await t.join()
         assert [await r.get(timeout=t.wait) for r in results] == [n * n for n in range(30)]
         assert sorted(ran_by) == list(range(30))
-
-

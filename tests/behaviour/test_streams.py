@@ -241,7 +241,11 @@ async def test_quarantine_leaves_the_partition_and_the_rest_goes_on(
     app = orders_app(app_name, partitions=2)
     orders = app.streams["orders"]
     poisoned = Order(id=0, user="poison")
-    fine = [o for o in batch(20, users=10) if orders.partition_number(o) != orders.partition_number(poisoned)]
+    fine = [
+        o
+        for o in batch(20, users=10)
+        if orders.partition_number(o) != orders.partition_number(poisoned)
+    ]
     seen: list[int] = []
 
     @app.processor(orders, exception_policy=ExceptionPolicy.QUARANTINE)
@@ -259,9 +263,7 @@ async def test_quarantine_leaves_the_partition_and_the_rest_goes_on(
         assert len(t.workers) == 1  # still running
 
 
-async def test_dead_letter_middleware_forwards_failed_events(
-    app_name: str, store_url: str
-) -> None:
+async def test_dead_letter_middleware_forwards_failed_events(app_name: str, store_url: str) -> None:
     app = orders_app(app_name, partitions=1)
     orders = app.streams["orders"]
     dead = DeadLetterMiddleware(orders)

@@ -243,7 +243,7 @@ class TestRun:
 
     # Waiting.
 
-    async def processed(self, timeout: float | None = None) -> None:
+    async def processed(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (the API)
         """Wait until every event in the streams of the running processors is processed
         and acknowledged by each of them (quarantined partitions excepted).
 
@@ -252,17 +252,17 @@ class TestRun:
         """
         await self._until(self._all_processed, timeout, "every event acknowledged")
 
-    async def join(self, timeout: float | None = None) -> None:
+    async def join(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (the API)
         """:meth:`processed`, and wait until no job is queued, running, or due by the
         app's clock (jobs due later, by a countdown or a retry's backoff, are left: move
         a ``ManualClock`` forward and join again)."""
         await self._until(self._all_done, timeout, "every event acknowledged and every job done")
 
-    async def _until(self, check: Any, timeout: float | None, what: str) -> None:
-        limit = self.wait if timeout is None else timeout
+    async def _until(self, check: Any, limit: float | None, what: str) -> None:
+        seconds = self.wait if limit is None else limit
         last: str = ""
         try:
-            async with asyncio.timeout(limit):
+            async with asyncio.timeout(seconds):
                 while True:
                     self._check()
                     last = await check()
@@ -271,7 +271,7 @@ class TestRun:
                         return
                     await asyncio.sleep(0.005)
         except TimeoutError:
-            raise NotDone(f"not done within {limit}s ({what}): {last}") from None
+            raise NotDone(f"not done within {seconds}s ({what}): {last}") from None
 
     async def _all_processed(self) -> str:
         """Empty if everything is acknowledged, else what is still outstanding."""
