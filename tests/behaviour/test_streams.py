@@ -78,11 +78,6 @@ async def test_an_event_in_flight_when_its_worker_dies_is_delivered_again(
 ) -> None:
     """At least once: a worker stopped hard while processing an event never acknowledges
     it, so the next owner of the partition processes it again."""
-    if store_url != "memory":
-        # On Redis a worker cancelled hard while its processor is stuck does not end
-        # (reported: cancellation of the worker is swallowed somewhere below it); the
-        # same redelivery on Redis is covered by test_a_halted_event_is_delivered_again.
-        pytest.skip("a hard-cancelled worker does not end on Redis (open issue)")
     app = orders_app(app_name, partitions=1)
     orders = app.streams["orders"]
     seen: list[int] = []
