@@ -10,7 +10,7 @@ import pytest
 
 from runnel import App, Events, ExceptionPolicy, Record
 from runnel.middleware import Dead, DeadLetterMiddleware
-from runnel.testing import WorkerHalted, run
+from runnel.testing import WorkerHalted, run, run_sync
 
 
 class Order(Record):
@@ -275,3 +275,25 @@ async def test_dead_letter_middleware_forwards_failed_events(app_name: str, stor
         letters = await t.events(dead.sink)
         assert all(isinstance(x, Dead) for x in letters)
         assert [x.error for x in letters] == ["ValueError: odd 1", "ValueError: odd 3"]
+
+
+def test_a_synchronous_test_runs_the_app_too(app_name: str, store_url: str) -> None:
+    app = orders_app(app_name)
+    orders = app.streams["orders"]
+    seen: list[int] = []
+
+    @app.processor(orders)
+    async def record(events: Events) -> None:
+        async for order in events.records():
+            seen.append(order.id)
+
+    @app.job
+    def double(n: int) -> int:
+        return 2 * n
+
+    with run_sync(app, store=store_url) as t:
+        t.send(orders, *batch(10))
+        t.processed()
+        assert sorted(seen) == list(range(10))
+        assert sorted(o.id for o in t.acknowledged("record")) == list(range(10))
+        assert double.delay_sync(21).get(timeout=t.run.wait) == 42

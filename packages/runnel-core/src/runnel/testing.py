@@ -28,11 +28,20 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import threading
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runnel.exceptions import RunnelError
 from runnel.jobs.clock import Clock
@@ -48,7 +57,18 @@ if TYPE_CHECKING:
     from runnel.jobs.store import JobStore
     from runnel.stream import Stream
 
-__all__ = ["Failure", "NotDone", "TestRun", "WorkerHalted", "memory_url", "run"]
+__all__ = [
+    "Failure",
+    "NotDone",
+    "SyncTestRun",
+    "TestRun",
+    "WorkerHalted",
+    "memory_url",
+    "run",
+    "run_sync",
+]
+
+T = TypeVar("T")
 
 WAIT = 30.0
 """How long a wait may take by default before the test is told it never finished."""
@@ -488,3 +508,68 @@ async def _stop_all(t: TestRun) -> None:
     for r in list(t._running):
         with contextlib.suppress(Exception):
             await asyncio.shield(r.task)
+
+
+class SyncTestRun:
+    """:func:`run` for a synchronous test: the app's workers run in an event loop of a
+    thread of their own, and each method here waits for its answer there."""
+
+    __test__ = False
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, t: TestRun) -> None:
+        self._loop = loop
+        self.run = t
+        """The :class:`TestRun` (its coroutines must run in the workers' loop: :meth:`call`)."""
+
+    def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run ``make()`` in the workers' loop and return its result here."""
+        return asyncio.run_coroutine_threadsafe(_made(make), self._loop).result()
+
+    def send(self, stream: Stream | str, *records: Record) -> list[bytes]:
+        target = _stream(self.run.app, stream)
+        return self.call(lambda: target.send(*records))
+
+    def processed(self, timeout: float | None = None) -> None:
+        self.call(lambda: self.run.processed(timeout))
+
+    def join(self, timeout: float | None = None) -> None:
+        self.call(lambda: self.run.join(timeout))
+
+    def acknowledged(self, processor: str) -> list[Record]:
+        return self.call(lambda: self.run.acknowledged(processor))
+
+    def events(self, stream: Stream | str) -> list[Record]:
+        return self.call(lambda: self.run.events(stream))
+
+    @property
+    def failures(self) -> list[Failure]:
+        return self.run.failures
+
+
+async def _made(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return await make()
+
+
+@contextlib.contextmanager
+def run_sync(app: App, **options: Any) -> Iterator[SyncTestRun]:
+    """``with run_sync(app) as t:``: :func:`run` for tests that are not ``async``; takes
+    the same options. Enqueue jobs with ``delay_sync`` and wait with ``result.get()``."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="runnel-test-loop", daemon=True)
+    thread.start()
+    entered: contextlib.AbstractAsyncContextManager[TestRun] = run(app, **options)
+    try:
+        t = asyncio.run_coroutine_threadsafe(entered.__aenter__(), loop).result()
+        failed: BaseException | None = None
+        try:
+            yield SyncTestRun(loop, t)
+        except BaseException as exc:
+            failed = exc
+            raise
+        finally:
+            leave = entered.__aexit__(type(failed) if failed else None, failed, None)
+            asyncio.run_coroutine_threadsafe(leave, loop).result()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
