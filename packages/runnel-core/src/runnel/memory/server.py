@@ -85,6 +85,9 @@ class MemoryServer:
         """``ready()`` (run under the lock) once it gives something, waiting up to
         ``timeout_ms`` for a notification on ``topics`` between tries; None if time ran out."""
         loop = asyncio.get_running_loop()
+        # Let other tasks run first, as a round trip to a server would: a caller that
+        # loops on an immediate answer (the fetcher's watcher) must not starve the loop.
+        await asyncio.sleep(0)
         topics = list(topics)
         deadline = loop.time() + max(timeout_ms, 0) / 1000
         while True:

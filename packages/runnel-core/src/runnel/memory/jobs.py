@@ -1,0 +1,526 @@
+"""The job queue kept in this process's memory, with the Redis store's semantics.
+
+One :class:`JobQueueState` holds everything of one app's job queue; each event loop that
+uses it gets its own :class:`MemoryJobStore` over it (the app makes a store per loop, and
+``delay_sync`` calls come from the portal thread's loop). Every change is made under one
+lock, so each call is atomic as a Redis script is; a taker or result waiter blocked in one
+loop is woken in that loop (``call_soon_threadsafe``) when another adds what it waits for.
+
+Expiry (results, a finished job's record, heartbeats) goes by the monotonic clock, as
+Redis's key expiry goes by the server's: the app's clock (a ``ManualClock`` in tests) only
+stamps times and decides what is due, as it does with Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runnel.jobs import codec
+from runnel.jobs.clock import Clock
+from runnel.jobs.model import (
+    Abandoned,
+    DeadLetter,
+    Delivery,
+    ErrorInfo,
+    ExecutorState,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    Outcome,
+    QueueCounts,
+)
+from runnel.jobs.store import JobStore
+
+__all__ = ["JobQueueState", "MemoryJobStore"]
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+@dataclass(slots=True)
+class _Job:
+    """A job's record (the Redis store's job hash), times in milliseconds."""
+
+    name: str
+    payload: bytes
+    codec: str
+    retries: int
+    results: bool
+    created: int
+    status: JobStatus = JobStatus.SENT
+    tries: int = 0
+    due: int | None = None
+    started: int | None = None
+    finished: int | None = None
+    executor: str | None = None
+    error: ErrorInfo | None = None
+    replayed: int | None = None
+    expires: float | None = None
+    """Monotonic time the record is gone at (a success's, after ``results_ttl``)."""
+
+
+@dataclass(slots=True)
+class _Result:
+    item: bytes
+    expires: float | None = None
+
+
+@dataclass(slots=True)
+class _Letter:
+    id: str
+    name: str
+    error: str
+    at: int
+
+
+@dataclass(slots=True)
+class _Waiter:
+    """A coroutine blocked in some event loop until the state changes."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+    def wake(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(_settle, self.future)
+        except RuntimeError:  # its loop is closed: nobody waits any more
+            pass
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass
+class JobQueueState:
+    """All state of one app's job queue: queue, schedule, deliveries, executors, results,
+    dead letters and job records. Shared by every :class:`MemoryJobStore` made over it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    queue: OrderedDict[bytes, str] = field(default_factory=OrderedDict)
+    """Entries not delivered yet, oldest first: ticket -> job id."""
+    pending: OrderedDict[bytes, tuple[str, str]] = field(default_factory=OrderedDict)
+    """Entries delivered and not finished: ticket -> (executor, job id)."""
+    schedule: dict[str, int] = field(default_factory=dict)
+    """Job id -> due time (ms)."""
+    dead: OrderedDict[bytes, _Letter] = field(default_factory=OrderedDict)
+    results: dict[str, _Result] = field(default_factory=dict)
+    kept: dict[str, int] = field(default_factory=dict)
+    """Results index: job id -> when its result expires by the workers' clock (ms)."""
+    registry: dict[str, dict[str, object]] = field(default_factory=dict)
+    beats: dict[str, tuple[dict[str, object], float]] = field(default_factory=dict)
+    """Executor -> (its description, monotonic time its heartbeat expires)."""
+    takers: list[_Waiter] = field(default_factory=list, repr=False)
+    result_waiters: dict[str, list[_Waiter]] = field(default_factory=dict, repr=False)
+    _tickets: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+
+    # Helpers; each is called with the lock held.
+
+    def ticket(self) -> bytes:
+        return b"%d-0" % next(self._tickets)
+
+    def record(self, job_id: str) -> _Job | None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.expires is not None and job.expires <= time.monotonic():
+            del self.jobs[job_id]
+            return None
+        return job
+
+    def result(self, job_id: str) -> bytes | None:
+        kept = self.results.get(job_id)
+        if kept is not None and kept.expires is not None and kept.expires <= time.monotonic():
+            del self.results[job_id]
+            return None
+        return None if kept is None else kept.item
+
+    def alive(self, executor: str) -> bool:
+        beat = self.beats.get(executor)
+        if beat is not None and beat[1] <= time.monotonic():
+            del self.beats[executor]
+            return False
+        return beat is not None
+
+    def push(self, job_id: str) -> None:
+        """Onto the queue's tail, waking every blocked taker."""
+        self.queue[self.ticket()] = job_id
+        takers, self.takers = self.takers, []
+        for waiter in takers:
+            waiter.wake()
+
+    def store_result(self, job_id: str, item: bytes, expires: float | None) -> None:
+        self.results[job_id] = _Result(item, expires)
+        for waiter in self.result_waiters.pop(job_id, []):
+            waiter.wake()
+
+    def holds(self, executor: str) -> bool:
+        return any(owner == executor for owner, _ in self.pending.values())
+
+    def take(self, executor: str, count: int, now: int) -> list[Delivery]:
+        out: list[Delivery] = []
+        while self.queue and len(out) < count:
+            entry, job_id = self.queue.popitem(last=False)
+            job = self.record(job_id)
+            if job is None:
+                continue  # purged while queued: nothing to run
+            self.pending[entry] = (executor, job_id)
+            job.tries += 1
+            job.status = JobStatus.EXECUTING
+            job.started = now
+            job.executor = executor
+            out.append(
+                Delivery(
+                    ticket=entry,
+                    id=job_id,
+                    name=job.name,
+                    payload=job.payload,
+                    codec=job.codec,
+                    tries=job.tries,
+                    retries=job.retries,
+                    results=job.results,
+                )
+            )
+        return out
+
+    def finish_one(self, o: Outcome, ttl_ms: int) -> bool:
+        """Apply one outcome; False if its delivery is no longer outstanding."""
+        if self.pending.pop(o.ticket, None) is None:
+            return False
+        job = self.record(o.id)
+        if job is None:  # purged while it ran (or expired): not brought back to life
+            return True
+        at = _ms(o.at)
+        if o.kind == "success":
+            job.status = JobStatus.SUCCESS
+            job.finished = at
+            job.error = None
+            expires = time.monotonic() + ttl_ms / 1000
+            if o.result is not None:
+                self.store_result(o.id, o.result, expires)
+                self.kept[o.id] = at + ttl_ms
+            job.expires = expires
+        elif o.kind == "retry":
+            assert o.due is not None
+            job.status = JobStatus.RETRY
+            job.finished = at
+            job.error = o.error
+            job.due = _ms(o.due)
+            self.schedule[o.id] = job.due
+        elif o.kind == "dead":
+            job.status = JobStatus.DEAD
+            job.finished = at
+            job.error = o.error
+            line = _letter_line(o.error)
+            self.dead[self.ticket()] = _Letter(o.id, job.name, line, at)
+            if o.result is not None:
+                self.store_result(o.id, o.result, None)
+        else:
+            if o.uncount:
+                job.tries -= 1
+                job.status = JobStatus.RETRY if job.tries > 0 else JobStatus.SENT
+                job.started = None
+                job.executor = None
+            self.push(o.id)
+        return True
+
+
+class MemoryJobStore(JobStore):
+    """A :class:`JobStore` over a :class:`JobQueueState`, for one event loop."""
+
+    def __init__(self, state: JobQueueState) -> None:
+        super().__init__()
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"<MemoryJobStore {id(self.state):#x}>"
+
+    async def _wait(self, register: Callable[[_Waiter], bool], within: float) -> None:
+        """Wait until woken or ``within`` seconds pass. ``register`` (called with the
+        lock held) files the waiter, or returns False if there is nothing to wait for."""
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(loop, loop.create_future())
+        with self.state.lock:
+            if not register(waiter):
+                return
+        try:
+            async with asyncio.timeout(within):
+                await waiter.future
+        except TimeoutError:
+            pass
+
+    # Enqueuing.
+
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
+        s = self.state
+        out: list[bool] = []
+        with s.lock:
+            for new in jobs:
+                if s.record(new.id) is not None:
+                    out.append(False)
+                    continue
+                job = _Job(
+                    name=new.name,
+                    payload=new.payload,
+                    codec=new.codec,
+                    retries=new.retries,
+                    results=new.results,
+                    created=_ms(new.created),
+                )
+                s.jobs[new.id] = job
+                if new.due is None:
+                    s.push(new.id)
+                else:
+                    job.due = _ms(new.due)
+                    s.schedule[new.id] = job.due
+                out.append(True)
+        return out
+
+    # Running jobs.
+
+    async def prepare(self) -> None:
+        return None  # nothing to create
+
+    async def take(self, executor: str, count: int, block_ms: int, clock: Clock) -> list[Delivery]:
+        s = self.state
+        deadline = time.monotonic() + max(0, block_ms) / 1000
+        while True:
+            with s.lock:
+                taken = s.take(executor, count, _ms(clock.now()))
+            left = deadline - time.monotonic()
+            if taken or left <= 0:
+                return taken
+
+            def register(waiter: _Waiter) -> bool:
+                if s.queue:
+                    return False  # arrived meanwhile: take it now
+                s.takers.append(waiter)
+                return True
+
+            await self._wait(register, left)
+
+    async def finish(
+        self,
+        executor: str,
+        outcomes: Sequence[Outcome],
+        results_ttl: float,
+        *,
+        only_if_dead: bool = False,
+    ) -> list[str]:
+        s = self.state
+        now = _ms(max((o.at for o in outcomes), default=0.0))
+        with s.lock:
+            if only_if_dead and s.alive(executor):
+                return [o.id for o in outcomes]
+            ttl = _ms(results_ttl)
+            refused = [o.id for o in outcomes if not s.finish_one(o, ttl)]
+            for job_id in [j for j, until in s.kept.items() if until <= now]:
+                del s.kept[job_id]
+        return refused
+
+    async def promote_due(self, now: float, limit: int) -> int:
+        s = self.state
+        with s.lock:
+            due = sorted((at, job_id) for job_id, at in s.schedule.items() if at <= _ms(now))
+            due = due[:limit]
+            for _, job_id in due:
+                del s.schedule[job_id]
+                job = s.record(job_id)
+                if job is not None:
+                    job.due = None
+                    s.push(job_id)
+        return len(due)
+
+    # Executors.
+
+    async def beat(self, executor: str, info: Mapping[str, Any], ttl: float) -> None:
+        # Through JSON, as the Redis store keeps it: readers see the same values.
+        described = json.loads(json.dumps(dict(info), default=str))
+        with self.state.lock:
+            self.state.beats[executor] = (described, time.monotonic() + max(0.001, ttl))
+            self.state.registry[executor] = described
+
+    async def executors(self) -> list[ExecutorState]:
+        s = self.state
+        with s.lock:
+            out: list[ExecutorState] = []
+            for executor in sorted(s.registry):
+                alive = s.alive(executor)
+                info = s.beats[executor][0] if alive else s.registry[executor]
+                out.append(ExecutorState(executor, alive=alive, info=dict(info)))
+        return out
+
+    async def abandoned(self, executor: str, limit: int) -> list[Abandoned]:
+        s = self.state
+        out: list[Abandoned] = []
+        with s.lock:
+            for entry, (owner, job_id) in s.pending.items():
+                if len(out) >= limit:
+                    break
+                if owner != executor:
+                    continue
+                job = s.record(job_id)
+                started = (
+                    job is not None
+                    and job.status == JobStatus.EXECUTING
+                    and job.executor == executor
+                )
+                out.append(
+                    Abandoned(
+                        ticket=entry,
+                        id=job_id,
+                        name=job.name if job else "",
+                        status=job.status if job else JobStatus.UNKNOWN,
+                        started=started,
+                        tries=job.tries if job else 0,
+                        retries=job.retries if job else 0,
+                        results=job.results if job else False,
+                    )
+                )
+        return out
+
+    async def forget(self, executor: str) -> bool:
+        return self._forget(executor, leaving=False)
+
+    async def leave(self, executor: str) -> None:
+        self._forget(executor, leaving=True)
+
+    def _forget(self, executor: str, *, leaving: bool) -> bool:
+        s = self.state
+        with s.lock:
+            if leaving:
+                s.beats.pop(executor, None)
+            elif s.alive(executor):
+                return False
+            if s.holds(executor):
+                return False
+            return s.registry.pop(executor, None) is not None
+
+    # Looking.
+
+    async def status(self, job_id: str) -> JobStatus:
+        with self.state.lock:
+            job = self.state.record(job_id)
+            return JobStatus.UNKNOWN if job is None else job.status
+
+    async def job(self, job_id: str) -> JobRecord | None:
+        s = self.state
+        with s.lock:
+            job = s.record(job_id)
+            result = s.result(job_id)
+        if job is None:
+            return None
+        return JobRecord(
+            id=job_id,
+            name=job.name,
+            status=job.status,
+            payload=job.payload,
+            codec=job.codec,
+            tries=job.tries,
+            retries=job.retries,
+            results=job.results,
+            created=_seconds(job.created),
+            due=_seconds(job.due),
+            started=_seconds(job.started),
+            finished=_seconds(job.finished),
+            executor=job.executor,
+            error=_stored(job.error),
+            result=result,
+        )
+
+    async def wait_result(self, job_id: str, within: float) -> bytes | None:
+        s = self.state
+        deadline = time.monotonic() + max(0.001, within)
+        while True:
+            with s.lock:
+                item = s.result(job_id)
+            left = deadline - time.monotonic()
+            if item is not None or left <= 0:
+                return item
+
+            def register(waiter: _Waiter) -> bool:
+                if s.result(job_id) is not None:
+                    return False
+                s.result_waiters.setdefault(job_id, []).append(waiter)
+                return True
+
+            await self._wait(register, left)
+
+    async def counts(self, now: float) -> QueueCounts:
+        s = self.state
+        with s.lock:
+            return QueueCounts(
+                queued=len(s.queue),
+                executing=len(s.pending),
+                scheduled=len(s.schedule),
+                dead=len(s.dead),
+                results=sum(1 for until in s.kept.values() if until > _ms(now)),
+                next_due=min(s.schedule.values()) / 1000 if s.schedule else None,
+            )
+
+    # Dead letters.
+
+    async def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
+        with self.state.lock:
+            letters = list(self.state.dead.items())
+        if limit is not None:
+            letters = letters[:limit]
+        return [DeadLetter(t, d.id, d.name, d.error, d.at / 1000) for t, d in letters]
+
+    async def replay(self, letters: Sequence[DeadLetter], now: float) -> int:
+        s = self.state
+        n = 0
+        with s.lock:
+            for letter in letters:
+                if s.dead.pop(letter.ticket, None) is None:
+                    continue  # replayed or purged already
+                job = s.record(letter.id)
+                if job is None:
+                    continue
+                job.status = JobStatus.SENT
+                job.tries = 0
+                job.replayed = _ms(now)
+                job.error = job.started = job.finished = job.executor = job.due = None
+                s.results.pop(letter.id, None)
+                s.kept.pop(letter.id, None)
+                s.push(letter.id)
+                n += 1
+        return n
+
+    async def purge(self, letters: Sequence[DeadLetter]) -> int:
+        s = self.state
+        n = 0
+        with s.lock:
+            for letter in letters:
+                if s.dead.pop(letter.ticket, None) is None:
+                    continue
+                s.jobs.pop(letter.id, None)
+                s.results.pop(letter.id, None)
+                s.kept.pop(letter.id, None)
+                n += 1
+        return n
+
+
+def _letter_line(error: ErrorInfo | None) -> str:
+    """What a dead letter says of the error: its type, and its message if any."""
+    if error is None:
+        return "Error"
+    return f"{error.type}: {error.message}" if error.message else error.type
+
+
+def _stored(error: ErrorInfo | None) -> ErrorInfo | None:
+    """The error as a reader of the Redis store gets it back (through its JSON form)."""
+    return None if error is None else codec.error_from_json(codec.error_json(error))

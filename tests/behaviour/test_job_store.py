@@ -1,0 +1,211 @@
+"""The job store contract, driven call by call on both stores: the in-memory store must
+answer every call as the Redis store (with its Lua scripts) does."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from runnel.jobs import JobStatus, ManualClock
+from runnel.jobs.codec import error_item
+from runnel.jobs.model import ErrorInfo, NewJob, Outcome
+from runnel.jobs.store import JobStore
+from runnel.memory.jobs import JobQueueState, MemoryJobStore
+from runnel_redis.transport import RedisTransport
+
+T0 = 1_700_000_000.0
+TTL = 60.0
+BOOM = ErrorInfo("ValueError", "boom", "Traceback...")
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest, app_name: str) -> AsyncIterator[JobStore]:
+    if request.param == "memory":
+        yield MemoryJobStore(JobQueueState())
+        return
+    transport = RedisTransport(request.getfixturevalue("redis_url"))
+    yield transport.job_store(app_name)
+    await transport.aclose()
+
+
+def new(job_id: str, due: float | None = None, retries: int = 2) -> NewJob:
+    return NewJob(job_id, "add", b'{"args":[1]}', "json", retries, True, T0, due)
+
+
+async def test_enqueue_is_idempotent_and_take_counts_the_try(store: JobStore) -> None:
+    await store.prepare()
+    assert await store.enqueue([new("a"), new("b"), new("a")]) == [True, True, False]
+    assert await store.status("a") == JobStatus.SENT
+    taken = await store.take("e1", 5, 0, ManualClock(T0 + 1))
+    assert [(d.id, d.tries, d.name, d.payload) for d in taken] == [
+        ("a", 1, "add", b'{"args":[1]}'),
+        ("b", 1, "add", b'{"args":[1]}'),
+    ]
+    record = await store.job("a")
+    assert record is not None
+    assert (record.status, record.started, record.executor) == (JobStatus.EXECUTING, T0 + 1, "e1")
+    counts = await store.counts(T0)
+    assert (counts.queued, counts.executing) == (0, 2)
+    # A second enqueue of a running job leaves it alone.
+    assert await store.enqueue([new("a")]) == [False]
+    assert await store.take("e2", 5, 0, ManualClock(T0)) == []
+
+
+async def test_success_keeps_the_result_and_refuses_a_second_outcome(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("a")])
+    [d] = await store.take("e1", 1, 0, ManualClock(T0))
+    done = Outcome("success", d.ticket, d.id, T0 + 2, result=b"v42")
+    assert await store.finish("e1", [done], TTL) == []
+    assert await store.finish("e1", [done], TTL) == ["a"]
+    assert await store.wait_result("a", 0.01) == b"v42"
+    record = await store.job("a")
+    assert record is not None
+    assert (record.status, record.finished, record.result) == (JobStatus.SUCCESS, T0 + 2, b"v42")
+    counts = await store.counts(T0 + 2)
+    assert (counts.queued, counts.executing, counts.results) == (0, 0, 1)
+    assert (await store.counts(T0 + 2 + TTL)).results == 0
+
+
+async def test_retry_schedules_and_promote_moves_it_back(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("a")])
+    clock = ManualClock(T0)
+    [d] = await store.take("e1", 1, 0, clock)
+    retry = Outcome("retry", d.ticket, d.id, T0, error=BOOM, due=T0 + 5)
+    assert await store.finish("e1", [retry], TTL) == []
+    record = await store.job("a")
+    assert record is not None
+    assert (record.status, record.due, record.error) == (JobStatus.RETRY, T0 + 5, BOOM)
+    counts = await store.counts(T0)
+    assert (counts.scheduled, counts.next_due) == (1, T0 + 5)
+    assert await store.promote_due(T0 + 4.999, 10) == 0
+    assert await store.promote_due(T0 + 5, 10) == 1
+    [again] = await store.take("e1", 1, 0, clock)
+    assert (again.id, again.tries) == ("a", 2)
+
+
+async def test_countdown_waits_on_the_schedule(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("later", due=T0 + 10), new("first", due=T0 + 3)])
+    assert await store.take("e1", 5, 0, ManualClock(T0)) == []
+    assert (await store.counts(T0)).next_due == T0 + 3
+    assert await store.promote_due(T0 + 10, 1) == 1
+    [d] = await store.take("e1", 5, 0, ManualClock(T0))
+    assert d.id == "first"
+
+
+async def test_dead_letters_replay_and_purge(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("a"), new("b")])
+    taken = await store.take("e1", 2, 0, ManualClock(T0))
+    outcomes = [
+        Outcome("dead", d.ticket, d.id, T0 + i, result=error_item(BOOM), error=BOOM)
+        for i, d in enumerate(taken)
+    ]
+    assert await store.finish("e1", outcomes, TTL) == []
+    letters = await store.dead_letters()
+    assert [(x.id, x.name, x.error, x.at) for x in letters] == [
+        ("a", "add", "ValueError: boom", T0),
+        ("b", "add", "ValueError: boom", T0 + 1),
+    ]
+    assert [x.id for x in await store.dead_letters(limit=1)] == ["a"]
+    assert await store.wait_result("a", 0.01) == error_item(BOOM)
+    assert (await store.counts(T0)).dead == 2
+    assert await store.replay(letters[:1], T0 + 9) == 1
+    assert await store.replay(letters[:1], T0 + 9) == 0
+    assert await store.purge(letters) == 1
+    assert await store.status("a") == JobStatus.SENT
+    assert await store.status("b") == JobStatus.UNKNOWN
+    record = await store.job("a")
+    assert record is not None
+    assert (record.tries, record.error, record.result) == (0, None, None)
+    [d] = await store.take("e1", 5, 0, ManualClock(T0))
+    assert (d.id, d.tries) == ("a", 1)
+
+
+async def test_release_uncounted_goes_back_as_it_was(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("a")])
+    [d] = await store.take("e1", 1, 0, ManualClock(T0))
+    back = Outcome("release", d.ticket, d.id, T0, uncount=True)
+    assert await store.finish("e1", [back], TTL) == []
+    record = await store.job("a")
+    assert record is not None
+    assert (record.status, record.tries, record.executor) == (JobStatus.SENT, 0, None)
+    [d] = await store.take("e2", 1, 0, ManualClock(T0))
+    assert d.tries == 1
+
+
+async def test_abandoned_recovery_is_fenced_by_the_heartbeat(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("a"), new("b")])
+    await store.beat("e1", {"pid": 1}, 30)
+    taken = await store.take("e1", 2, 0, ManualClock(T0))
+    assert [e.id for e in await store.executors()] == ["e1"]
+    assert (await store.executors())[0].alive
+    lost = await store.abandoned("e1", 10)
+    assert [(a.id, a.status, a.started, a.tries) for a in lost] == [
+        ("a", JobStatus.EXECUTING, True, 1),
+        ("b", JobStatus.EXECUTING, True, 1),
+    ]
+    assert [a.ticket for a in lost] == [d.ticket for d in taken]
+    retry = [Outcome("retry", a.ticket, a.id, T0, error=BOOM, due=T0) for a in lost]
+    # Alive: recovery is refused whole, and the executor is not forgotten.
+    assert await store.finish("e1", retry, TTL, only_if_dead=True) == ["a", "b"]
+    assert not await store.forget("e1")
+    # Gone (it left without finishing): recovery applies, then it can be forgotten.
+    await store.leave("e1")
+    [state] = await store.executors()
+    assert (state.id, state.alive, state.info) == ("e1", False, {"pid": 1})
+    assert await store.finish("e1", retry[:1], TTL, only_if_dead=True) == []
+    assert not await store.forget("e1")  # still holds b
+    assert await store.finish("e1", retry[1:], TTL, only_if_dead=True) == []
+    # The paused executor's late outcome is refused: the delivery was taken back.
+    late = Outcome("success", taken[0].ticket, "a", T0, result=b"v1")
+    assert await store.finish("e1", [late], TTL) == ["a"]
+    assert await store.abandoned("e1", 10) == []
+    assert await store.forget("e1")
+    assert await store.executors() == []
+
+
+async def test_leave_forgets_an_executor_holding_nothing(store: JobStore) -> None:
+    await store.prepare()
+    await store.beat("e1", {"pid": 1}, 30)
+    await store.leave("e1")
+    assert await store.executors() == []
+
+
+async def test_a_job_purged_while_queued_is_skipped(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("a")])
+    [d] = await store.take("e1", 1, 0, ManualClock(T0))
+    dead = Outcome("dead", d.ticket, d.id, T0, error=BOOM)
+    await store.finish("e1", [dead], TTL)
+    letters = await store.dead_letters()
+    await store.replay(letters, T0)
+    await store.purge(await store.dead_letters())  # nothing: the letter was replayed
+    assert await store.status("a") == JobStatus.SENT
+
+
+async def test_take_blocks_until_a_job_arrives(store: JobStore) -> None:
+    await store.prepare()
+    taker = asyncio.create_task(store.take("e1", 1, 5000, ManualClock(T0)))
+    await asyncio.sleep(0.05)
+    assert not taker.done()
+    await store.enqueue([new("a")])
+    [d] = await asyncio.wait_for(taker, 10)
+    assert d.id == "a"
+    assert await store.take("e1", 1, 10, ManualClock(T0)) == []
+
+
+async def test_wait_result_blocks_until_the_result(store: JobStore) -> None:
+    await store.prepare()
+    await store.enqueue([new("a")])
+    waiter = asyncio.create_task(store.wait_result("a", 5))
+    assert await store.wait_result("a", 0.01) is None
+    [d] = await store.take("e1", 1, 0, ManualClock(T0))
+    await store.finish("e1", [Outcome("success", d.ticket, d.id, T0, result=b"v1")], TTL)
+    assert await asyncio.wait_for(waiter, 10) == b"v1"
