@@ -163,11 +163,26 @@ class TestRun:
         self.url = url
         """The store the app uses during the run."""
         self.processors = dict(processors)
-        """The processors as run (with test timings), by name."""
+        """The processors as run (with test timings), by id (``app.stream.name``)."""
         self.wait = wait
         self._failures = failures
         self._running: list[_Running] = []
         self._halted: list[tuple[Worker, int]] = []
+
+    def _named(self, key: str) -> list[Processor]:
+        """The processors ``key`` names: an id, or a name (several streams may share it)."""
+        if key in self.processors:
+            return [self.processors[key]]
+        return [p for p in self.processors.values() if p.name == key]
+
+    def _processor(self, key: str | Processor) -> Processor:
+        if not isinstance(key, str):
+            return self.processors[key.id]
+        found = self._named(key)
+        if len(found) != 1:
+            ids = ", ".join(p.id for p in found) or "none"
+            raise KeyError(f"{key!r} names {len(found)} processors of {self.app.name} ({ids})")
+        return found[0]
 
     def __repr__(self) -> str:
         return f"<TestRun {self.app.name} on {self.url} workers={len(self.workers)}>"
@@ -189,11 +204,14 @@ class TestRun:
         """Start one more worker in this loop (all processors, or those named; ``jobs``:
         whether it runs job executors). Several workers share the partitions between them
         as workers in separate processes do."""
-        names = list(self.processors) if processors is None else list(processors)
-        unknown = [n for n in names if n not in self.processors]
-        if unknown:
-            raise KeyError(f"no processor named {', '.join(unknown)} in app {self.app.name}")
-        chosen = [self.processors[n] for n in names]
+        if processors is None:
+            chosen = list(self.processors.values())
+        else:
+            unknown = [n for n in processors if not self._named(n)]
+            if unknown:
+                raise KeyError(f"no processor named {', '.join(unknown)} in app {self.app.name}")
+            chosen = list({p.id: p for n in processors for p in self._named(n)}.values())
+        names = [p.id for p in chosen]
         worker = Worker(self.app, chosen, jobs=jobs, concurrency=concurrency)
         task = asyncio.create_task(worker.run(), name=f"test-worker-{worker.id}")
         self._running.append(_Running(worker, task, names))
@@ -238,12 +256,14 @@ class TestRun:
             if error is not None:
                 raise WorkerHalted(f"worker {r.worker.id} crashed: {error!r}") from error
             code = r.task.result()
-            halting = [f for f in self._failures.caught if f.processor in r.names]
+            names = {self.processors[n].name for n in r.names if n in self.processors}
+            halting = [f for f in self._failures.caught if f.processor in names]
             cause = halting[-1] if halting else None
             text = f"worker {r.worker.id} stopped with exit code {code}"
             if cause is not None:
                 text += f": {cause.message}: {cause.exception!r}"
-            raise WorkerHalted(text) from (cause.exception if cause else None)
+            failure = r.worker.failure or (cause.exception if cause else None)
+            raise WorkerHalted(text) from failure
 
     def partitions(self, processor: str) -> dict[str, set[int]]:
         """The partition numbers of ``processor`` each running worker owns now, by worker id."""
@@ -340,8 +360,8 @@ class TestRun:
         """The events the processor has acknowledged, partition by partition, oldest first
         (an event is acknowledged once its processing finished: returned, or failed and
         ignored)."""
-        name = processor if isinstance(processor, str) else processor.name
-        stream = self.processors[name].stream
+        found = self._processor(processor)
+        name, stream = found.name, found.stream
         transport = self.app.transport
         ids = [p.id for p in stream.partitions]
         delivered = await transport.last_delivered(ids, name)
@@ -477,10 +497,9 @@ async def run(
     overrides = {**(FAST_SETTINGS if fast else {}), **(settings or {})}
     timing = dict(FAST_PROCESSORS) if fast else {}
     processors_run = {
-        name: dataclasses.replace(p, **timing) if timing else p
-        for name, p in app.processors.items()
+        p.id: dataclasses.replace(p, **timing) if timing else p for p in app.processors.values()
     }
-    failures = _Failures(processors_run)
+    failures = _Failures(p.name for p in processors_run.values())
     logger = logging.getLogger("runnel.consumer")
     logger.addHandler(failures)
     async with _pointed(app, url, overrides):
