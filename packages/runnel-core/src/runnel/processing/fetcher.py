@@ -193,6 +193,7 @@ class _Lane:
                 outage.failed(f"reading {stream}", exc)
                 await backoff.sleep()
                 continue
+            reraise_if_cancelled()  # a store client that swallowed our cancellation
             backoff.reset()
             for key in result.lost:
                 fetcher.lost(key)
@@ -216,6 +217,7 @@ class _Lane:
                 continue  # a consumer made room during the read
             self.wake.clear()
             await self._arm({key: box for key, box in inboxes.items() if key in wanted})
+            reraise_if_cancelled()
             await self.wake.wait()
             self._armed.clear()
 
