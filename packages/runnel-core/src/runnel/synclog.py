@@ -17,14 +17,14 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from runnel.exceptions import RunnelError
+from runnel.exceptions import TransportError
 from runnel.transport import Fields
 
 Entries = list[tuple[bytes, dict[bytes, bytes]]]
 """Entries read back, oldest first: id and fields."""
 
 
-class LogError(RunnelError):
+class LogError(TransportError):
     """The store failed a read or an append (a lost connection, a refusal)."""
 
 
