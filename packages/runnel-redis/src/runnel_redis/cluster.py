@@ -204,6 +204,7 @@ class RedisClusterTransport(RedisTransport):
     ) -> tuple[list[Any], dict[str, int]]:
         """The appends, and WAIT after each node's appends on the same connection (one
         pipeline per node: WAIT counts the replicas holding that connection's writes)."""
+        await self.cluster.initialize()  # the slot map, on first use (then a no-op)
         by_node: dict[str, tuple[ClusterNode, list[int]]] = {}
         for n, key in enumerate(keys):
             node = self.node_of(key)
