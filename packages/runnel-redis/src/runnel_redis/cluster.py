@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from runnel.coordination import ReadResult
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
@@ -190,9 +190,16 @@ class RedisClusterTransport(RedisTransport):
             if not written:
                 raise error
             sent = [i for i, entry in enumerate(out) if entry is not None]
+            # An error reply means the script wrote nothing; a lost connection leaves it
+            # unknown whether the command ran.
+            others = (
+                "were not written"
+                if isinstance(error, ResponseError)
+                else "may or may not be (the connection failed)"
+            )
             raise PartlySent(
                 f"{len(sent)} of {len(entries)} records are in Redis (indexes {sent}); "
-                f"the others were not written: {key}: {error}",
+                f"the others {others}: {key}: {error}",
                 out,
             ) from error
         for node, count in acked.items():
