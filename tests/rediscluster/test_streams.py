@@ -12,6 +12,7 @@ from redis.crc import key_slot
 from runnel import App, Record, Stream
 from runnel.cli.status import status_report
 from runnel.exceptions import EntryIdError, Misconfigured, NotReplicated, PartlySent
+from runnel.jobs import JobStatus
 from runnel.processing.worker import Worker
 from runnel.transport import PartitionId
 from runnel_redis.layout import Cluster
@@ -89,13 +90,6 @@ async def test_a_cluster_refuses_the_classic_layout(redis_cluster: RedisClusterP
     app = make_app(redis_cluster.url, redis_key_layout="classic")
     with pytest.raises(Misconfigured, match="cluster key layout"):
         _ = app.transport
-
-
-async def test_the_job_queue_says_not_yet(redis_cluster: RedisClusterProcesses) -> None:
-    app = make_app(redis_cluster.url)
-    with pytest.raises(Misconfigured, match="not yet"):
-        app.transport.job_store("shop")
-    await app.transport.aclose()
 
 
 async def test_explicit_entry_ids_on_a_cluster(redis_cluster: RedisClusterProcesses) -> None:
@@ -269,3 +263,33 @@ async def test_wait_replicas_on_a_single_redis(redis_url: str, explicit: bool) -
         await pings.send(Ping(key="a", n=1), stream_ids=ids)
     assert sum((await app.transport.lengths([p.id for p in pings.partitions])).values()) == 1
     await app.transport.aclose()
+
+
+async def test_wait_replicas_on_job_enqueue(redis_cluster_replicas: RedisClusterProcesses) -> None:
+    for wanted, replicated, timeout in ((1, True, 10), (2, False, 0.2)):
+        app = make_app(redis_cluster_replicas.url, wait_replicas=wanted, wait_timeout=timeout)
+
+        @app.job
+        async def noop() -> None:
+            pass
+
+        if replicated:
+            assert (await noop.delay(job_id="a")).enqueued
+        else:
+            with pytest.raises(NotReplicated, match="only 1 of the 2 replicas"):
+                await noop.delay(job_id="b")
+            assert await noop.result("b").status() is not JobStatus.UNKNOWN, "it is stored"
+        await app.aclose()
+
+
+async def test_wait_replicas_on_job_enqueue_on_a_single_redis(redis_url: str) -> None:
+    app = make_app(redis_url, name=f"w{uuid.uuid4().hex[:8]}", wait_replicas=1, wait_timeout=0.05)
+
+    @app.job
+    async def noop() -> None:
+        pass
+
+    with pytest.raises(NotReplicated, match="only 0 of the 1 replicas"):
+        await noop.delay(job_id="b")
+    assert await noop.result("b").status() is not JobStatus.UNKNOWN, "it is stored"
+    await app.aclose()

@@ -22,6 +22,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from runnel.coordination import ReadResult
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
+from runnel.jobs.model import NewJob
 from runnel.transport import Fields, PartitionId, Position
 from runnel_redis import scripts
 from runnel_redis.coordination import (
@@ -30,6 +31,7 @@ from runnel_redis.coordination import (
     _add_entries,
     _redis_id,
 )
+from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
@@ -282,8 +284,10 @@ class RedisClusterTransport(RedisTransport):
         lead._release = ClusterScript(self.cluster, scripts.RELEASE)  # type: ignore[assignment]
         return lead
 
-    def job_store(self, app: str) -> Any:
-        raise Misconfigured("the job queue on Redis Cluster: not yet (docs/cluster.md)")
+    def job_store(self, app: str) -> ClusterJobStore:
+        store = ClusterJobStore(self.redis, app, self.layout)
+        store.wait_replicas, store.wait_timeout_ms = self.wait_replicas, self.wait_timeout_ms
+        return store
 
     def schema_store(self, app: str, stream: str) -> ClusterSchemaStore:
         return ClusterSchemaStore(self.redis, app, stream, self.layout)
@@ -376,6 +380,51 @@ class ClusterCoordination(RedisCoordination):
         )
         _raise_first(replies)
         return [p for p, lost in zip(partitions, replies, strict=True) if lost]
+
+
+_JOB_SCRIPTS = ("_enqueue", "_take", "_finish", "_promote", "_abandoned", "_forget")
+_JOB_SCRIPTS += ("_replay", "_purge")
+
+
+class ClusterJobStore(RedisJobStore):
+    """The job queue: every key of an app's queue carries the app's tag, so the queue is
+    in one slot and its scripts run unchanged, called through the cluster client."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        client = cast(RedisCluster, self.redis)
+        self._cluster = client
+        for name in _JOB_SCRIPTS:
+            setattr(self, name, ClusterScript(client, getattr(self, name).text))
+
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
+        args: list[Any] = [self.prefix]
+        for job in jobs:
+            args += (
+                job.id,
+                job.payload,
+                b"%d" % (job.created * 1000),
+                b"" if job.due is None else b"%d" % (job.due * 1000),
+                job.name,
+                job.codec,
+                job.retries,
+                1 if job.results else 0,
+            )
+        call = _eval(cast(ClusterScript, self._enqueue).text, self._queue_keys, args)
+        if not self.wait_replicas:
+            added = await self._cluster.execute_command(*call)
+            return [bool(x) for x in added]
+        await self._cluster.initialize()
+        node = self._cluster.get_node_from_key(self.queue)
+        async with self._cluster.pipeline() as pipe:
+            pipe.execute_command(*call, target_nodes=node)
+            pipe.execute_command(
+                "WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node
+            )
+            added, acknowledged = await pipe.execute()
+        where = f" (master {node.name})" if node is not None else ""
+        check_replicated(int(acknowledged), self.wait_replicas, self.wait_timeout_ms, where)
+        return [bool(x) for x in added]
 
 
 class ClusterSchemaStore(RedisSchemaStore):

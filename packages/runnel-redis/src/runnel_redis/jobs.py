@@ -58,6 +58,10 @@ def _text(value: Any) -> str:
 
 
 class RedisJobStore(JobStore):
+    wait_replicas = 0
+    """Replicas that must hold an enqueue before it returns (the ``wait_replicas`` setting)."""
+    wait_timeout_ms = 1000
+
     def __init__(self, client: aioredis.Redis, app: str, layout: KeyLayout | None = None) -> None:
         super().__init__()
         self.redis = client
@@ -109,8 +113,30 @@ class RedisJobStore(JobStore):
                 + _FOUR % (len(created), created, len(due), due)
                 + tail
             )
-        added = await self._enqueue.packed(self._queue_keys, 1 + 8 * len(jobs), b"".join(packed))
+        count, args = 1 + 8 * len(jobs), b"".join(packed)
+        if self.wait_replicas:
+            added = await self._enqueue_and_wait(count, args)
+        else:
+            added = await self._enqueue.packed(self._queue_keys, count, args)
         return [bool(x) for x in added]
+
+    async def _enqueue_and_wait(self, count: int, args: bytes) -> Any:
+        """The enqueue script, then WAIT on the same connection (``wait_replicas``)."""
+        from runnel_redis.transport import check_replicated
+
+        keys = self._queue_keys
+        packed = (
+            resp.header(3 + len(keys) + count)
+            + resp.arguments(("EVAL", self._enqueue.text, len(keys), *keys))
+            + args
+            + resp.command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+        )
+        added, acknowledged = await resp.exchange(self.redis, packed, 2)
+        for reply in (added, acknowledged):
+            if isinstance(reply, Exception):
+                raise reply
+        check_replicated(int(acknowledged), self.wait_replicas, self.wait_timeout_ms)
+        return added
 
     # Running jobs.
 

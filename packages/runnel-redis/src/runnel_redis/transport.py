@@ -315,7 +315,9 @@ class RedisTransport(Transport):
         return RedisLeadership(self.redis, app, self.layout)
 
     def job_store(self, app: str) -> RedisJobStore:
-        return RedisJobStore(self.redis, app, self.layout)
+        store = RedisJobStore(self.redis, app, self.layout)
+        store.wait_replicas, store.wait_timeout_ms = self.wait_replicas, self.wait_timeout_ms
+        return store
 
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
         return RedisSchemaStore(self.redis, app, stream, self.layout)
