@@ -382,8 +382,7 @@ class ClusterCoordination(RedisCoordination):
         return [p for p, lost in zip(partitions, replies, strict=True) if lost]
 
 
-_JOB_SCRIPTS = ("_enqueue", "_take", "_finish", "_promote", "_abandoned", "_forget")
-_JOB_SCRIPTS += ("_replay", "_purge")
+_JOB_SCRIPTS = "_enqueue _take _finish _promote _abandoned _forget _replay _purge".split()
 
 
 class ClusterJobStore(RedisJobStore):
