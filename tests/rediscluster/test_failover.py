@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from redis.crc import key_slot
+
 from runnel import App, Record
 from runnel.exceptions import RunnelError
 from tests.integration.conftest import FAST, Running, eventually, keys_by_partition
@@ -103,6 +105,41 @@ async def test_a_slot_moved_during_processing_loses_nothing(
         assert cluster.master_of(moved).port == target.port
         before = len(sent)
         await running.until(lambda: len(sent) >= before + 100, "sends go on after the move")
+        stop.set()
+        await producer
+        await running.until(lambda: set(sent) <= {n for _, n in seen}, "all sent processed")
+        assert await running.stop() == 0
+    check(seen, sent)
+    await app.transport.aclose()
+
+
+async def test_a_slot_left_half_moved_then_finished_loses_nothing(
+    redis_cluster: RedisClusterProcesses,
+) -> None:
+    """While partition 0's slot is half moved (one of its keys on each master), commands
+    on it meet ASK, and scripts over its two keys TRYAGAIN (retried by the client, then
+    by the worker); once the move is finished everything sent is processed."""
+    cluster = redis_cluster
+    seen: list[tuple[str, int]] = []
+    app, pings = declare(cluster.url, seen)
+    routing = keys_by_partition(pings, lambda k: Ping(key=k, n=0), COUNT)  # type: ignore[attr-defined]
+    sent: list[int] = []
+    stop = asyncio.Event()
+    async with Running(app) as running:
+        producer = asyncio.create_task(produce(pings, routing, sent, stop))
+        await eventually(lambda: len(seen) >= 50, "processing started")
+        moved = pings.partitions[0].key  # type: ignore[attr-defined]
+        slot = key_slot(moved.encode())
+        source = cluster.master_of(moved)
+        target = next(m for m in cluster.masters() if m.port != source.port)
+        cluster.begin_migration(slot, target)
+        cluster.move_keys(slot, source, target, limit=1)  # one of the stream and the lock
+        before = len(sent)
+        await running.until(lambda: len(sent) >= before + 50, "sends go on, half moved")
+        await asyncio.to_thread(cluster.move_keys, slot, source, target)
+        await asyncio.to_thread(cluster.finish_migration, slot, target)
+        before = len(sent)
+        await running.until(lambda: len(sent) >= before + 50, "sends go on after the move")
         stop.set()
         await producer
         await running.until(lambda: set(sent) <= {n for _, n in seen}, "all sent processed")
