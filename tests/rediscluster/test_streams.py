@@ -45,10 +45,11 @@ def spread(cluster: RedisClusterProcesses, app: str, stream: str, count: int) ->
     return {cluster.master_of(layout.partition(app, stream, n)).port for n in range(count)}
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
 async def test_events_flow_in_order_per_key_over_every_master(
-    redis_cluster: RedisClusterProcesses,
+    redis_cluster: RedisClusterProcesses, protocol: int
 ) -> None:
-    app = make_app(redis_cluster.url)
+    app = make_app(f"{redis_cluster.url}?protocol={protocol}")
     pings = app.stream("pings", record=Ping, partition_by="key", partition_count=8)
     assert len(spread(redis_cluster, "shop", "pings", 8)) == 3  # the test spans the cluster
     seen: dict[str, list[int]] = {}
