@@ -334,7 +334,7 @@ class ClusterCoordination(RedisCoordination):
         """The heartbeat (the processor's slot), then each lock still ours extended (its
         partition's slot): BEAT's two halves, in one pipeline."""
         calls: list[tuple[Any, ...]] = [
-            ("SET", self.heartbeat_key(owner), owner, "PX", ttl_ms),
+            _eval(scripts.HEARTBEAT, [self.heartbeat_key(owner)], [owner, ttl_ms]),
             *(_eval(scripts.EXTEND, [self.lock_key(p)], [owner, ttl_ms]) for p in partitions),
         ]
         replies = await _pipelined(self._cluster, calls)

@@ -73,6 +73,15 @@ return out
 """
 )
 
+# KEYS[1]: a heartbeat. ARGV: owner, ttl_ms. BEAT's first half, for a cluster (allowed
+# when Redis is full, like BEAT).
+HEARTBEAT = (
+    ALLOW_OOM
+    + """
+return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+"""
+)
+
 # KEYS[1]: a partition lock. ARGV: owner, ttl_ms. Extend it if ours; 1 = still ours. The
 # lock half of BEAT, for a cluster, where the heartbeat and the locks are in other slots.
 EXTEND = (
