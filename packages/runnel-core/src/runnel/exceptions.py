@@ -57,3 +57,28 @@ class AccessDenied(TransportError):
 
 class StoreFull(TransportError):
     """The store is out of memory and refuses writes (Redis at ``maxmemory``)."""
+
+
+class NotReplicated(RunnelError):
+    """A write is in the store, but fewer replicas than ``wait_replicas`` acknowledged it
+    within ``wait_timeout``: it may be lost if its master fails now."""
+
+    def __init__(self, message: str, wanted: int, acknowledged: int):
+        super().__init__(message)
+        self.wanted = wanted
+        self.acknowledged = acknowledged
+
+
+class PartlySent(RunnelError):
+    """Some records of a send are in the store and others are not (a store that cannot
+    write a batch whole: Redis Cluster, one group per partition). ``ids[i]`` is the entry
+    id of record ``i`` if it is in the store, else None."""
+
+    def __init__(self, message: str, ids: list[bytes | None]):
+        super().__init__(message)
+        self.ids = ids
+
+    @property
+    def sent(self) -> list[int]:
+        """The indexes of the records that are in the store."""
+        return [i for i, entry in enumerate(self.ids) if entry is not None]

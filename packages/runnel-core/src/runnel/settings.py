@@ -66,6 +66,12 @@ class Settings(_ProcessorDefaults):
     )
 
     redis_url: str = EMBEDDED_URL
+    redis_key_layout: Literal["classic", "cluster"] | None = None
+    """Which key names the store uses; None: the URL's scheme decides (``redis+cluster://``:
+    the cluster layout, else the 0.1 one). docs/cluster.md."""
+    wait_replicas: int = Field(0, ge=0)
+    """Replicas that must hold a send (and a job enqueue) before it returns; 0: no waiting."""
+    wait_timeout: float = Field(1.0, gt=0, description="seconds")
     log_format: Literal["console", "json"] = "console"
     log_level: str = "info"
     autodiscover: str | None = None

@@ -73,6 +73,9 @@ class Transport(abc.ABC):
     """Whether other processes see the same data. The CLI refuses to inspect or change
     a store that is not shared (``memory://``), since it would see an empty one."""
 
+    key_layout: str | None = None
+    """The name of the store's key layout, if it has several (shown by ``runnel status``)."""
+
     @abc.abstractmethod
     def partition_key(self, partition: PartitionId) -> str:
         """The store's own name for ``partition``: for people (CLI, logs) and for dead

@@ -25,7 +25,8 @@ from runnel.coordination import (
 from runnel.exceptions import StoreFull
 from runnel.processing.retry import reraise_if_cancelled
 from runnel.transport import PartitionId, Position
-from runnel_redis import keys, resp, scripts
+from runnel_redis import resp, scripts
+from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
 
 ADMIN_TTL_MS = 10_000
@@ -43,14 +44,16 @@ class RedisCoordination(Coordination):
         processor: str,
         group: str,
         key_of: Callable[[PartitionId], str] | None = None,
+        layout: KeyLayout | None = None,
     ) -> None:
         self.redis = client
-        self.key_of = key_of or (lambda p: keys.partition(*p))
+        self.layout = layout = layout or Classic()
+        self.key_of = key_of or (lambda p: layout.partition(*p))
         self.app, self.stream, self.processor, self.group = app, stream, processor, group
-        self.membership_key = keys.membership(app, stream, processor)
-        self.control_key = keys.control(app, stream, processor)
-        self.admin_key = keys.admin_lock(app, stream, processor)
-        self.quarantine_key = keys.quarantine(app, stream, processor)
+        self.membership_key = layout.membership(app, stream, processor)
+        self.control_key = layout.control(app, stream, processor)
+        self.admin_key = layout.admin_lock(app, stream, processor)
+        self.quarantine_key = layout.quarantine(app, stream, processor)
         self._acquire = resp.Script(client, scripts.ACQUIRE)
         self._release = resp.Script(client, scripts.RELEASE)
         self._beat = resp.Script(client, scripts.BEAT)
@@ -67,7 +70,10 @@ class RedisCoordination(Coordination):
         self._read_head = resp.arguments(("XREADGROUP", "GROUP", group))
 
     def lock_key(self, partition: PartitionId) -> str:
-        return keys.partition_lock(self.app, self.stream, self.processor, partition.number)
+        return self.layout.partition_lock(self.app, self.stream, self.processor, partition.number)
+
+    def heartbeat_key(self, executor: str) -> str:
+        return self.layout.heartbeat(self.app, self.stream, self.processor, executor)
 
     def _bulk(self, text: str) -> bytes:
         packed = self._bulks.get(text)
@@ -176,7 +182,7 @@ class RedisCoordination(Coordination):
     async def beat(
         self, owner: str, partitions: Sequence[PartitionId], ttl_ms: int
     ) -> set[PartitionId]:
-        beat_key = keys.heartbeat(self.app, self.stream, self.processor, owner)
+        beat_key = self.heartbeat_key(owner)
         held = await self._beat(
             keys=[beat_key, *[self.lock_key(p) for p in partitions]], args=[owner, ttl_ms]
         )
@@ -187,7 +193,7 @@ class RedisCoordination(Coordination):
             return set()
         async with self.redis.pipeline(transaction=False) as pipe:
             for e in executors:
-                pipe.exists(keys.heartbeat(self.app, self.stream, self.processor, e))
+                pipe.exists(self.heartbeat_key(e))
             found = await pipe.execute()
         return {e for e, n in zip(executors, found, strict=True) if n}
 
@@ -347,9 +353,9 @@ class RedisCoordination(Coordination):
 
 @guarded
 class RedisLeadership(Leadership):
-    def __init__(self, client: aioredis.Redis, app: str) -> None:
+    def __init__(self, client: aioredis.Redis, app: str, layout: KeyLayout | None = None) -> None:
         self.redis = client
-        self.key = keys.leader(app)
+        self.key = (layout or Classic()).leader(app)
         self._claim = resp.Script(client, scripts.CLAIM)
         self._release = resp.Script(client, scripts.RELEASE)
 

@@ -38,6 +38,7 @@ from runnel.jobs.model import (
 )
 from runnel.jobs.store import JobStore
 from runnel_redis import keys, resp
+from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
 
 _KINDS = {"success": b"s", "retry": b"r", "dead": b"d", "release": b"q"}
@@ -59,16 +60,21 @@ def _text(value: Any) -> str:
 
 @guarded
 class RedisJobStore(JobStore):
-    def __init__(self, client: aioredis.Redis, app: str) -> None:
+    wait_replicas = 0
+    """Replicas that must hold an enqueue before it returns (the ``wait_replicas`` setting)."""
+    wait_timeout_ms = 1000
+
+    def __init__(self, client: aioredis.Redis, app: str, layout: KeyLayout | None = None) -> None:
         super().__init__()
         self.redis = client
         self.app = app
-        self.prefix = keys.jobs_prefix(app)
-        self.queue = keys.job_queue(app)
-        self.schedule = keys.job_schedule(app)
-        self.dead = keys.job_dead(app)
-        self.results_index = keys.job_results_index(app)
-        self.registry = keys.job_executors(app)
+        self.layout = layout = layout or Classic()
+        self.prefix = layout.jobs_prefix(app)
+        self.queue = layout.job_queue(app)
+        self.schedule = layout.job_schedule(app)
+        self.dead = layout.job_dead(app)
+        self.results_index = layout.job_results_index(app)
+        self.registry = layout.job_executors(app)
         self.group = keys.JOB_GROUP
         self._prefix_arg = resp.arguments((self.prefix,))
         self._queue_keys = [self.queue, self.schedule]
@@ -109,8 +115,30 @@ class RedisJobStore(JobStore):
                 + _FOUR % (len(created), created, len(due), due)
                 + tail
             )
-        added = await self._enqueue.packed(self._queue_keys, 1 + 8 * len(jobs), b"".join(packed))
+        count, args = 1 + 8 * len(jobs), b"".join(packed)
+        if self.wait_replicas:
+            added = await self._enqueue_and_wait(count, args)
+        else:
+            added = await self._enqueue.packed(self._queue_keys, count, args)
         return [bool(x) for x in added]
+
+    async def _enqueue_and_wait(self, count: int, args: bytes) -> Any:
+        """The enqueue script, then WAIT on the same connection (``wait_replicas``)."""
+        from runnel_redis.transport import check_replicated
+
+        keys = self._queue_keys
+        packed = (
+            resp.header(3 + len(keys) + count)
+            + resp.arguments(("EVAL", self._enqueue.text, len(keys), *keys))
+            + args
+            + resp.command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+        )
+        added, acknowledged = await resp.exchange(self.redis, packed, 2)
+        for reply in (added, acknowledged):
+            if isinstance(reply, Exception):
+                raise reply
+        check_replicated(int(acknowledged), self.wait_replicas, self.wait_timeout_ms)
+        return added
 
     # Running jobs.
 
@@ -157,7 +185,7 @@ class RedisJobStore(JobStore):
             self.group,
             _ms(results_ttl),
             _ms(now),
-            keys.job_beat(self.app, executor) if only_if_dead else b"",
+            self.layout.job_beat(self.app, executor) if only_if_dead else b"",
         ]
         for o in outcomes:
             a: Any = b""
@@ -188,7 +216,7 @@ class RedisJobStore(JobStore):
     async def beat(self, executor: str, info: Mapping[str, Any], ttl: float) -> None:
         described = json.dumps(dict(info), default=str)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(keys.job_beat(self.app, executor), described, px=max(1, _ms(ttl)))
+            pipe.set(self.layout.job_beat(self.app, executor), described, px=max(1, _ms(ttl)))
             pipe.hset(self.registry, executor, described)
             await pipe.execute()
 
@@ -197,7 +225,7 @@ class RedisJobStore(JobStore):
         if not registered:
             return []
         ids = sorted(_text(k) for k in registered)
-        beats = await self.redis.mget([keys.job_beat(self.app, e) for e in ids])
+        beats = await self.redis.mget([self.layout.job_beat(self.app, e) for e in ids])
         out = []
         for executor, beat in zip(ids, beats, strict=True):
             raw = beat if beat is not None else registered.get(executor.encode())
@@ -233,19 +261,19 @@ class RedisJobStore(JobStore):
 
     async def _forget_call(self, executor: str, *, leaving: bool) -> Any:
         return await self._forget(
-            keys=[self.queue, self.registry, keys.job_beat(self.app, executor)],
+            keys=[self.queue, self.registry, self.layout.job_beat(self.app, executor)],
             args=[self.group, executor, b"1" if leaving else b"0"],
         )
 
     # Looking.
 
     async def status(self, job_id: str) -> JobStatus:
-        return _status(await self.redis.hget(keys.job(self.app, job_id), "status"))
+        return _status(await self.redis.hget(self.layout.job(self.app, job_id), "status"))
 
     async def job(self, job_id: str) -> JobRecord | None:
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(keys.job(self.app, job_id))
-            pipe.lindex(keys.job_result(self.app, job_id), 0)
+            pipe.hgetall(self.layout.job(self.app, job_id))
+            pipe.lindex(self.layout.job_result(self.app, job_id), 0)
             raw, result = await pipe.execute()
         if not raw:
             return None
@@ -269,7 +297,7 @@ class RedisJobStore(JobStore):
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
-        key = keys.job_result(self.app, job_id)
+        key = self.layout.job_result(self.app, job_id)
         # Pop and push back onto the same list: a blocking read that leaves the result
         # in place for other waiters.
         # redis-py types the timeout as int, but BLMOVE takes fractional seconds.

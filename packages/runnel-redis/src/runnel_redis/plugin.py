@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runnel.plugins import hookimpl
+from runnel_redis.layout import CLUSTER_SCHEMES
 from runnel_redis.transport import RedisTransport
 
 if TYPE_CHECKING:
@@ -17,8 +18,24 @@ if TYPE_CHECKING:
 log = logging.getLogger("runnel.redis")
 
 
+def _options(url: str, settings: Settings) -> dict[str, Any]:
+    from runnel_redis.layout import layout_for
+
+    return {
+        "layout": layout_for(url, settings.redis_key_layout),
+        "wait_replicas": settings.wait_replicas,
+        "wait_timeout": settings.wait_timeout,
+    }
+
+
 def _client(url: str, settings: Settings) -> RedisTransport:
-    return RedisTransport(url)
+    return RedisTransport(url, **_options(url, settings))
+
+
+def _cluster(url: str, settings: Settings) -> RedisTransport:
+    from runnel_redis.cluster import RedisClusterTransport
+
+    return RedisClusterTransport(url, **_options(url, settings))
 
 
 def _embedded(url: str, settings: Settings) -> RedisTransport:
@@ -28,7 +45,7 @@ def _embedded(url: str, settings: Settings) -> RedisTransport:
     log.info(
         "using the embedded development redis-server at %s (data in %s)", server.url, server.dir
     )
-    return RedisTransport(server.url)
+    return RedisTransport(server.url, **_options(server.url, settings))
 
 
 @hookimpl
@@ -36,6 +53,8 @@ def runnel_transports(register: RegisterTransport) -> None:
     for scheme in ("redis", "rediss", "unix"):
         register(scheme, _client)
     register("redis+embedded", _embedded)
+    for scheme in CLUSTER_SCHEMES:
+        register(scheme, _cluster)
 
 
 @hookimpl

@@ -8,15 +8,17 @@ import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
 from runnel.schemas import Check, SchemaStore
-from runnel_redis import keys
+from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
 
 
 @guarded
 class RedisSchemaStore(SchemaStore):
-    def __init__(self, redis: aioredis.Redis, app: str, stream: str) -> None:
+    def __init__(
+        self, redis: aioredis.Redis, app: str, stream: str, layout: KeyLayout | None = None
+    ) -> None:
         self.redis = redis
-        self.key = keys.schemas(app, stream)
+        self.key = (layout or Classic()).schemas(app, stream)
 
     async def all(self) -> dict[str, str]:
         # redis-py types replies as bytes | str; this client (no decode_responses) gives bytes.

@@ -73,6 +73,39 @@ return out
 """
 )
 
+# KEYS[1]: a heartbeat. ARGV: owner, ttl_ms. BEAT's first half, for a cluster (allowed
+# when Redis is full, like BEAT).
+HEARTBEAT = (
+    ALLOW_OOM
+    + """
+return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+"""
+)
+
+# KEYS[1]: a partition lock. ARGV: owner, ttl_ms. Extend it if ours; 1 = still ours. The
+# lock half of BEAT, for a cluster, where the heartbeat and the locks are in other slots.
+EXTEND = (
+    ALLOW_OOM
+    + """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+)
+
+# KEYS[1]: a stream's schemas hash. ARGV: the number of fields the caller read, a
+# fingerprint, a schema. Add it only if the hash still has that many fields (schemas are
+# only ever added, so an equal count means nothing changed since the caller checked).
+ADD_IF_LENGTH = """
+if redis.call('HLEN', KEYS[1]) ~= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3])
+return 1
+"""
+
 # KEYS: partition locks. ARGV: owner. Returns held[i] = 1 or 0 per lock. Runs between
 # WATCH on the locks and the MULTI/EXEC that reads their partitions (see
 # RedisCoordination.read). Every lock that is not ours is touched, so that Redis refuses

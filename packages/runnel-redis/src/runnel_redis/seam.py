@@ -40,6 +40,15 @@ _AWAY: tuple[type[BaseException], ...] = (
 )
 """Failures that say Redis is away or slow, not that it refused what we asked."""
 
+_RESHAPING: tuple[type[BaseException], ...] = (
+    redis_errors.ClusterError,  # "TTL exhausted": MOVED/ASK/TRYAGAIN kept coming
+    redis_errors.ClusterDownError,
+    redis_errors.SlotNotCoveredError,
+    redis_errors.TryAgainError,
+    redis_errors.AskError,  # MovedError is one too
+)
+"""A Redis Cluster failing over or moving slots: the same call succeeds again soon."""
+
 _MOMENTARY = ("BUSY", "MASTERDOWN", "TRYAGAIN", "READONLY", "LOADING")
 """Error replies of a server that cannot answer right now (a script running, a failover)."""
 
@@ -48,8 +57,10 @@ def kind_of(exc: BaseException) -> type[TransportError] | None:
     """The Runnel error ``exc`` stands for, or None if it is not a failure of Redis."""
     if isinstance(exc, TransportError):
         return None  # already ours (translated by the parser)
-    if isinstance(exc, _AWAY):
+    if isinstance(exc, _AWAY + _RESHAPING):
         return Unavailable
+    if isinstance(exc, redis_errors.RedisClusterException):
+        return TransportError  # not a RedisError, though the cluster client raises it
     if isinstance(exc, redis_errors.ResponseError):
         code = str(exc).split(" ", 1)[0]
         return Unavailable if code in _MOMENTARY else TransportError

@@ -10,12 +10,13 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
-from runnel.exceptions import EntryIdError
+from runnel.exceptions import EntryIdError, NotReplicated
 from runnel.transport import Fields, PartitionId, Transport
 from runnel.urls import redact
-from runnel_redis import errors, keys, resp, scripts
+from runnel_redis import errors, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.jobs import RedisJobStore
+from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded
 from runnel_redis.synclog import RedisLog
@@ -32,8 +33,20 @@ _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 class RedisTransport(Transport):
     """Partitions are Redis streams; consumer groups are named after processors."""
 
-    def __init__(self, url: str, **client_options: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        layout: KeyLayout | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+        **client_options: Any,
+    ) -> None:
         self.url = url
+        self.layout = layout or Classic()
+        self.key_layout = self.layout.name
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
         # No silent retries inside the client: a command whose reply was lost may have
         # taken effect (an XREADGROUP that delivered entries), and only the caller knows
         # how to recover from that. Runnel's loops retry with backoff themselves.
@@ -55,7 +68,7 @@ class RedisTransport(Transport):
     def partition_key(self, partition: PartitionId) -> str:
         key = self._keys.get(partition)
         if key is None:
-            key = self._keys[partition] = keys.partition(*partition)
+            key = self._keys[partition] = self.layout.partition(*partition)
         return key
 
     async def append(
@@ -67,7 +80,7 @@ class RedisTransport(Transport):
         if ids is not None:
             return await self._append_at(entries, maxlen, ids)
         key_of = self.partition_key
-        if len(entries) == 1:
+        if len(entries) == 1 and not self.wait_replicas:
             partition, fields = entries[0]
             key = key_of(partition)
             # redis-py wants a dict of its own (invariant) key types, and types the id bytes | str.
@@ -92,10 +105,23 @@ class RedisTransport(Transport):
             + resp.arguments((len(streams), *streams))
             + resp.arguments(args)
         )
-        [added] = await resp.exchange(self.redis, packed, 1)
-        if isinstance(added, Exception):
-            raise added
+        [added] = await self._exchange_then_wait(packed)
         return cast(list[bytes], added)
+
+    async def _exchange_then_wait(self, packed: bytes) -> list[Any]:
+        """Send one packed command and, with ``wait_replicas``, WAIT on the same connection
+        (WAIT counts the replicas that hold this connection's writes)."""
+        if not self.wait_replicas:
+            replies = await resp.exchange(self.redis, packed, 1)
+        else:
+            wait = resp.command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+            replies = await resp.exchange(self.redis, packed + wait, 2)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        if self.wait_replicas:
+            check_replicated(int(replies[1]), self.wait_replicas, self.wait_timeout_ms)
+        return replies[:1]
 
     async def _append_at(
         self,
@@ -118,10 +144,14 @@ class RedisTransport(Transport):
             body += (index, entry_id, len(fields))
             for item in fields.items():
                 body += item
-        if self._append_at_script is None:
-            self._append_at_script = resp.Script(self.redis, scripts.APPEND_AT)
         args = [maxlen if maxlen is not None else b"", *firsts, *body]
         try:
+            if self.wait_replicas:
+                packed = resp.command("EVAL", scripts.APPEND_AT, len(streams), *streams, *args)
+                [added] = await self._exchange_then_wait(packed)
+                return cast(list[bytes], added)
+            if self._append_at_script is None:
+                self._append_at_script = resp.Script(self.redis, scripts.APPEND_AT)
             return cast(list[bytes], await self._append_at_script(keys=list(streams), args=args))
         except ResponseError as exc:
             if str(exc).startswith("IDORDER"):
@@ -275,17 +305,37 @@ class RedisTransport(Transport):
 
     def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
         return RedisCoordination(
-            self.redis, app, stream, processor, group=processor, key_of=self.partition_key
+            self.redis,
+            app,
+            stream,
+            processor,
+            group=processor,
+            key_of=self.partition_key,
+            layout=self.layout,
         )
 
     def leadership(self, app: str) -> RedisLeadership:
-        return RedisLeadership(self.redis, app)
+        return RedisLeadership(self.redis, app, self.layout)
 
     def job_store(self, app: str) -> RedisJobStore:
-        return RedisJobStore(self.redis, app)
+        store = RedisJobStore(self.redis, app, self.layout)
+        store.wait_replicas, store.wait_timeout_ms = self.wait_replicas, self.wait_timeout_ms
+        return store
 
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
-        return RedisSchemaStore(self.redis, app, stream)
+        return RedisSchemaStore(self.redis, app, stream, self.layout)
+
+
+def check_replicated(acknowledged: int, wanted: int, timeout_ms: int, where: str = "") -> None:
+    """Raise :class:`NotReplicated` when WAIT reported fewer replicas than wanted."""
+    if acknowledged < wanted:
+        raise NotReplicated(
+            f"the write is in Redis{where}, but only {acknowledged} of the {wanted} replicas "
+            f"asked for (wait_replicas) acknowledged it within {timeout_ms} ms (wait_timeout); "
+            "it may be lost if that master fails now",
+            wanted,
+            acknowledged,
+        )
 
     def sync_log(self) -> RedisLog:
         return RedisLog(self.url)

@@ -26,7 +26,8 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    click.echo(f"app {report['app']}   leader: {report['leader'] or '-'}")
+    layout = f"   key layout: {report['key_layout']}" if report.get("key_layout") else ""
+    click.echo(f"app {report['app']}   leader: {report['leader'] or '-'}{layout}")
     for proc in report["processors"]:
         click.echo(
             f"\nprocessor {proc['name']}  (stream {proc['stream']}, "
@@ -64,6 +65,7 @@ async def _gather(app: App) -> dict[str, Any]:
     report: dict[str, Any] = {
         "app": app.name,
         "leader": await transport.leadership(app.name).leader(),
+        "key_layout": transport.key_layout,
         "processors": [],
     }
     for proc in app.processors.values():

@@ -1,0 +1,448 @@
+"""The transport on a Redis Cluster (``redis+cluster://``), over redis-py's ``RedisCluster``.
+
+Every atomic step of the single-Redis transport stays atomic, but only within one slot:
+the cluster key layout (:class:`runnel_redis.layout.Cluster`) puts a partition's stream
+and its locks in one slot, and a processor's membership, control stream, heartbeats and
+quarantine in another. So what the single-Redis transport does in one script over many
+partitions is done here with one script per partition; those calls go out as one
+pipeline, which redis-py splits by node and sends to the nodes in parallel, following
+MOVED and ASK for each call. docs/cluster.md says what works and what does not yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.exceptions import NoScriptError, ResponseError
+
+from runnel.coordination import ReadResult
+from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
+from runnel.jobs.model import NewJob
+from runnel.transport import Fields, PartitionId, Position
+from runnel_redis import scripts
+from runnel_redis.coordination import (
+    RedisCoordination,
+    RedisLeadership,
+    _add_entries,
+    _redis_id,
+)
+from runnel_redis.jobs import RedisJobStore
+from runnel_redis.layout import Cluster, KeyLayout
+from runnel_redis.schemas import RedisSchemaStore
+from runnel_redis.seam import guarded
+from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
+
+_POLL = 0.02
+"""Seconds between the non-blocking looks of :meth:`RedisClusterTransport.wait_for_new`."""
+
+
+def client_url(url: str) -> str:
+    """The URL redis-py's cluster client takes: ``redis+cluster://`` as ``redis://``."""
+    scheme, rest = url.split("://", 1)
+    return scheme.lower().removesuffix("+cluster") + "://" + rest
+
+
+class ClusterScript:
+    """A Lua script on a cluster: EVALSHA routed by its keys (all of one slot), EVAL
+    when that node does not know it yet (each master has its own script cache)."""
+
+    def __init__(self, client: RedisCluster, text: str) -> None:
+        self.client = client
+        self.text = text
+        self.sha = hashlib.sha1(text.encode()).hexdigest()
+
+    async def __call__(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        try:
+            return await self.client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await self.client.execute_command("EVAL", self.text, len(keys), *keys, *args)
+
+    def queue(self, pipe: Any, keys: Sequence[Any], args: Sequence[Any]) -> None:
+        """Add a call to a pipeline (as EVAL: a pipeline cannot retry a NOSCRIPT alone)."""
+        pipe.execute_command("EVAL", self.text, len(keys), *keys, *args)
+
+
+async def _pipelined(client: RedisCluster, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """Run commands as one pipeline (grouped by node, nodes in parallel); replies in
+    order, an error reply as its exception."""
+    if not calls:
+        return []
+    async with client.pipeline() as pipe:
+        for call in calls:
+            pipe.execute_command(*call)
+        return list(await pipe.execute(raise_on_error=False))
+
+
+def _eval(text: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+    return ("EVAL", text, len(keys), *keys, *args)
+
+
+def _raise_first(replies: Sequence[Any]) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
+@guarded
+class RedisClusterTransport(RedisTransport):
+    """Partitions are streams spread over the cluster's masters by their hash tags."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        layout: KeyLayout | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+        **client_options: Any,
+    ) -> None:
+        layout = layout or Cluster()
+        if not isinstance(layout, Cluster):
+            raise Misconfigured(
+                f"a Redis Cluster needs the cluster key layout, not {layout.name!r} "
+                "(redis_key_layout)"
+            )
+        self.url = url
+        self.layout = layout
+        self.key_layout = layout.name
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
+        # The cluster client keeps its own retries: they are how it follows a failover
+        # (a connection error, then a refreshed slot map). At least once still holds:
+        # an entry a retried read delivered twice stays pending and is read again.
+        self.cluster = RedisCluster.from_url(
+            client_url(url), decode_responses=False, **client_options
+        )
+        for name in _RAW_REPLIES:
+            self.cluster.response_callbacks.pop(name, None)
+        # The inherited single-key operations call redis-py commands that both clients have.
+        self.redis = cast(Any, self.cluster)
+        self._keys: dict[PartitionId, str] = {}
+        self._client: Any = None
+        self._ensure_group = None
+        self._append_at_script = None
+
+    def __repr__(self) -> str:
+        from runnel.urls import redact
+
+        return f"<RedisClusterTransport {redact(self.url)}>"
+
+    def node_of(self, key: str) -> ClusterNode:
+        node = self.cluster.get_node_from_key(key)
+        if node is None:
+            raise ConnectionError(
+                f"no master known for {key} (the cluster's slot map is incomplete)"
+            )
+        return node
+
+    # Sending.
+
+    async def append(
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[bytes]:
+        """One append script per partition (its entries in order, whole or not at all),
+        all of them in one pipeline; then WAIT on each master written to."""
+        groups: dict[str, list[int]] = {}
+        for i, (partition, _) in enumerate(entries):
+            groups.setdefault(self.partition_key(partition), []).append(i)
+        trim = maxlen if maxlen is not None else b""
+        calls = []
+        for key, members in groups.items():
+            if ids is None:
+                args: list[Any] = [trim]
+                for i in members:
+                    fields = entries[i][1]
+                    args += (1, len(fields))
+                    for item in fields.items():
+                        args += item
+                calls.append(_eval(scripts.APPEND, [key], args))
+            else:
+                first = next((ids[i] for i in members if ids[i] != "*"), "")
+                args = [trim, first]
+                for i in members:
+                    fields = entries[i][1]
+                    args += (1, ids[i], len(fields))
+                    for item in fields.items():
+                        args += item
+                calls.append(_eval(scripts.APPEND_AT, [key], args))
+        written: set[str] = set()
+        if self.wait_replicas:
+            replies, acked = await self._append_and_wait(calls, list(groups))
+        else:
+            replies, acked = await _pipelined(self.cluster, calls), {}
+        out: list[bytes | None] = [None] * len(entries)
+        failed: list[tuple[str, Exception]] = []
+        for (key, members), reply in zip(groups.items(), replies, strict=True):
+            if isinstance(reply, Exception):
+                failed.append((key, reply))
+                continue
+            written.add(key)
+            for i, entry_id in zip(members, reply, strict=True):
+                out[i] = entry_id
+        if failed:
+            key, error = failed[0]
+            if ids is not None and str(error).startswith("IDORDER") and not written:
+                raise EntryIdError(str(error).removeprefix("IDORDER ")) from None
+            if not written:
+                raise error
+            sent = [i for i, entry in enumerate(out) if entry is not None]
+            # An error reply means the script wrote nothing; a lost connection leaves it
+            # unknown whether the command ran.
+            others = (
+                "were not written"
+                if isinstance(error, ResponseError)
+                else "may or may not be (the connection failed)"
+            )
+            raise PartlySent(
+                f"{len(sent)} of {len(entries)} records are in Redis (indexes {sent}); "
+                f"the others {others}: {key}: {error}",
+                out,
+            ) from error
+        for node, count in acked.items():
+            check_replicated(count, self.wait_replicas, self.wait_timeout_ms, f" (master {node})")
+        return cast(list[bytes], out)
+
+    async def _append_and_wait(
+        self, calls: Sequence[tuple[Any, ...]], keys: Sequence[str]
+    ) -> tuple[list[Any], dict[str, int]]:
+        """The appends, and WAIT after each node's appends on the same connection (one
+        pipeline per node: WAIT counts the replicas holding that connection's writes)."""
+        await self.cluster.initialize()  # the slot map, on first use (then a no-op)
+        by_node: dict[str, tuple[ClusterNode, list[int]]] = {}
+        for n, key in enumerate(keys):
+            node = self.node_of(key)
+            by_node.setdefault(node.name, (node, []))[1].append(n)
+        replies: list[Any] = [None] * len(calls)
+        acked: dict[str, int] = {}
+
+        async def one(node: ClusterNode, members: list[int]) -> None:
+            async with self.cluster.pipeline() as pipe:
+                for n in members:
+                    pipe.execute_command(*calls[n], target_nodes=node)
+                pipe.execute_command(
+                    "WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node
+                )
+                got = await pipe.execute(raise_on_error=False)
+            for n, reply in zip(members, got, strict=False):
+                replies[n] = reply
+            wait = got[-1]
+            acked[node.name] = wait if isinstance(wait, int) else 0
+
+        await asyncio.gather(*(one(node, members) for node, members in by_node.values()))
+        return replies, acked
+
+    async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
+        calls = [_eval(scripts.ENSURE_GROUP, [self.partition_key(p)], [group]) for p in partitions]
+        _raise_first(await _pipelined(self.cluster, calls))
+
+    async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
+        """Whether any partition has entries after the given ids, looking every few ms
+        until ``block_ms`` pass: one blocking XREAD cannot name streams of several slots."""
+        deadline = time.monotonic() + block_ms / 1000
+        calls = [
+            ("XREAD", "COUNT", 1, "STREAMS", self.partition_key(p), b"0-0" if xid is None else xid)
+            for p, xid in after.items()
+        ]
+        while True:
+            replies = await _pipelined(self.cluster, calls)
+            _raise_first(replies)
+            if any(replies):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(_POLL, left))
+
+    def client(self) -> Any:
+        """A plain redis-py cluster client for the app's URL (``App.redis``)."""
+        if self._client is None:
+            self._client = RedisCluster.from_url(client_url(self.url))
+        return cast(RedisCluster, self._client)
+
+    # The stores.
+
+    def coordination(self, app: str, stream: str, processor: str) -> ClusterCoordination:
+        return ClusterCoordination(
+            self.redis,
+            app,
+            stream,
+            processor,
+            group=processor,
+            key_of=self.partition_key,
+            layout=self.layout,
+        )
+
+    def leadership(self, app: str) -> RedisLeadership:
+        lead = RedisLeadership(self.redis, app, self.layout)
+        lead._claim = ClusterScript(self.cluster, scripts.CLAIM)  # type: ignore[assignment]
+        lead._release = ClusterScript(self.cluster, scripts.RELEASE)  # type: ignore[assignment]
+        return lead
+
+    def job_store(self, app: str) -> ClusterJobStore:
+        store = ClusterJobStore(self.redis, app, self.layout)
+        store.wait_replicas, store.wait_timeout_ms = self.wait_replicas, self.wait_timeout_ms
+        return store
+
+    def schema_store(self, app: str, stream: str) -> ClusterSchemaStore:
+        return ClusterSchemaStore(self.redis, app, stream, self.layout)
+
+
+@guarded
+class ClusterCoordination(RedisCoordination):
+    """Locks, fenced reads and acknowledgements one partition (one slot) per script call,
+    all calls of one operation in one pipeline."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        client = cast(RedisCluster, self.redis)
+        for name, text in (
+            ("_acquire", scripts.ACQUIRE),
+            ("_release", scripts.RELEASE),
+            ("_take", scripts.TAKE),
+            ("_announce", scripts.ANNOUNCE),
+        ):
+            setattr(self, name, ClusterScript(client, text))
+        self._cluster = client
+
+    async def _each(
+        self, text: str, partitions: Sequence[PartitionId], args_of: Any, with_stream: bool
+    ) -> list[Any]:
+        calls = []
+        for p in partitions:
+            keys = [self.lock_key(p), self.key_of(p)] if with_stream else [self.lock_key(p)]
+            calls.append(_eval(text, keys, args_of(p)))
+        return await _pipelined(self._cluster, calls)
+
+    async def acquire(
+        self, owner: str, partitions: Sequence[PartitionId], ttl_ms: int
+    ) -> set[PartitionId]:
+        replies = await self._each(scripts.ACQUIRE, partitions, lambda p: [owner, ttl_ms], False)
+        _raise_first(replies)
+        return {p for p, got in zip(partitions, replies, strict=True) if got and got[0]}
+
+    async def release(self, owner: str, partitions: Sequence[PartitionId]) -> None:
+        _raise_first(await self._each(scripts.RELEASE, partitions, lambda p: [owner], False))
+
+    async def beat(
+        self, owner: str, partitions: Sequence[PartitionId], ttl_ms: int
+    ) -> set[PartitionId]:
+        """The heartbeat (the processor's slot), then each lock still ours extended (its
+        partition's slot): BEAT's two halves, in one pipeline."""
+        calls: list[tuple[Any, ...]] = [
+            _eval(scripts.HEARTBEAT, [self.heartbeat_key(owner)], [owner, ttl_ms]),
+            *(_eval(scripts.EXTEND, [self.lock_key(p)], [owner, ttl_ms]) for p in partitions),
+        ]
+        replies = await _pipelined(self._cluster, calls)
+        _raise_first(replies)
+        return {p for p, ok in zip(partitions, replies[1:], strict=True) if ok}
+
+    async def lock_owners(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, str | None]:
+        replies = await _pipelined(self._cluster, [("GET", self.lock_key(p)) for p in partitions])
+        _raise_first(replies)
+        return {p: (v.decode() if v else None) for p, v in zip(partitions, replies, strict=True)}
+
+    async def read(
+        self, owner: str, consumer: str, positions: Mapping[PartitionId, Position], count: int
+    ) -> ReadResult:
+        """FENCED_READ per partition (lock and stream share a slot), one pipeline."""
+        partitions = list(positions)
+        self._streams(partitions)  # so that the reply's keys are known
+        replies = await self._each(
+            scripts.FENCED_READ,
+            partitions,
+            lambda p: [owner, self.group, consumer, count, _redis_id(positions[p])],
+            True,
+        )
+        _raise_first(replies)
+        result = ReadResult()
+        for partition, (held, reply) in zip(partitions, replies, strict=True):
+            if not held[0]:
+                result.lost.append(partition)
+            elif reply:
+                _add_entries(result, reply, self._partitions)
+        return result
+
+    async def ack(
+        self, owner: str, ids: Mapping[PartitionId, Sequence[bytes]]
+    ) -> list[PartitionId]:
+        """FENCED_ACK_MANY per partition, one pipeline; the partitions we no longer hold."""
+        partitions = list(ids)
+        replies = await self._each(
+            scripts.FENCED_ACK_MANY,
+            partitions,
+            lambda p: [owner, self.group, len(ids[p]), *ids[p]],
+            True,
+        )
+        _raise_first(replies)
+        return [p for p, lost in zip(partitions, replies, strict=True) if lost]
+
+
+_JOB_SCRIPTS = "_enqueue _take _finish _promote _abandoned _forget _replay _purge".split()
+
+
+@guarded
+class ClusterJobStore(RedisJobStore):
+    """The job queue: every key of an app's queue carries the app's tag, so the queue is
+    in one slot and its scripts run unchanged, called through the cluster client."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        client = cast(RedisCluster, self.redis)
+        self._cluster = client
+        for name in _JOB_SCRIPTS:
+            setattr(self, name, ClusterScript(client, getattr(self, name).text))
+
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
+        args: list[Any] = [self.prefix]
+        for job in jobs:
+            args += (
+                job.id,
+                job.payload,
+                b"%d" % (job.created * 1000),
+                b"" if job.due is None else b"%d" % (job.due * 1000),
+                job.name,
+                job.codec,
+                job.retries,
+                1 if job.results else 0,
+            )
+        call = _eval(cast(ClusterScript, self._enqueue).text, self._queue_keys, args)
+        if not self.wait_replicas:
+            added = await self._cluster.execute_command(*call)
+            return [bool(x) for x in added]
+        await self._cluster.initialize()
+        node = self._cluster.get_node_from_key(self.queue)
+        async with self._cluster.pipeline() as pipe:
+            pipe.execute_command(*call, target_nodes=node)
+            pipe.execute_command(
+                "WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node
+            )
+            added, acknowledged = await pipe.execute()
+        where = f" (master {node.name})" if node is not None else ""
+        check_replicated(int(acknowledged), self.wait_replicas, self.wait_timeout_ms, where)
+        return [bool(x) for x in added]
+
+
+@guarded
+class ClusterSchemaStore(RedisSchemaStore):
+    """Schemas of a stream in one hash; an add is checked against what was read by a
+    script (the hash only grows, so an unchanged length means nothing was added)."""
+
+    async def add(self, fingerprint: str, schema: str, check: Any) -> dict[str, str]:
+        while True:
+            stored = await self.all()
+            if fingerprint in stored:
+                return stored
+            check(stored)
+            done = await self.redis.execute_command(
+                "EVAL", scripts.ADD_IF_LENGTH, 1, self.key, len(stored), fingerprint, schema
+            )
+            if done:
+                return {**stored, fingerprint: schema}

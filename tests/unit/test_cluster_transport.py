@@ -1,0 +1,57 @@
+"""Choosing the Redis transport and key layout from the URL and settings (no server)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from runnel.exceptions import Misconfigured
+from runnel.settings import Settings
+from runnel.transport import PartitionId, transport_for
+from runnel_redis.cluster import RedisClusterTransport, client_url
+from runnel_redis.transport import RedisTransport
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis+cluster://h:7000", "redis://h:7000"),
+        ("rediss+cluster://u:p@h:7000", "rediss://u:p@h:7000"),
+        ("REDIS+CLUSTER://h:7000", "redis://h:7000"),
+    ],
+)
+def test_client_url_drops_the_cluster_mark(url: str, expected: str) -> None:
+    assert client_url(url) == expected
+
+
+async def test_the_scheme_picks_the_transport_and_the_layout() -> None:
+    single = transport_for("redis://127.0.0.1:1/0", Settings())
+    cluster = transport_for("redis+cluster://127.0.0.1:1", Settings())
+    assert type(single) is RedisTransport and single.key_layout == "classic"
+    assert isinstance(cluster, RedisClusterTransport) and cluster.key_layout == "cluster"
+    partition = PartitionId("shop", "orders", 3)
+    assert single.partition_key(partition) == "__strm:shop.orders.3"
+    assert cluster.partition_key(partition) == "__strm:{shop.orders.3}"
+    await single.aclose()
+    await cluster.aclose()
+
+
+async def test_a_single_redis_can_take_the_cluster_layout() -> None:
+    t = transport_for("redis://127.0.0.1:1/0", Settings(redis_key_layout="cluster"))
+    assert t.key_layout == "cluster"
+    assert t.partition_key(PartitionId("shop", "orders", 3)) == "__strm:{shop.orders.3}"
+    await t.aclose()
+
+
+def test_a_cluster_refuses_the_classic_layout() -> None:
+    with pytest.raises(Misconfigured, match="cluster key layout"):
+        transport_for("redis+cluster://127.0.0.1:1", Settings(redis_key_layout="classic"))
+
+
+def test_bad_layout_and_wait_settings_are_refused() -> None:
+    with pytest.raises(ValidationError):
+        Settings(redis_key_layout="sharded")
+    with pytest.raises(ValidationError):
+        Settings(wait_replicas=-1)
+    with pytest.raises(ValidationError):
+        Settings(wait_timeout=0)
