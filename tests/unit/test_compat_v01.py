@@ -415,3 +415,13 @@ def test_v01_default_serializer_path_to_something_else_is_refused():
     )
     with pytest.raises(Misconfigured, match="not a serializer"):
         app.stream("orders", record=Order, partition_by="order_id")
+
+
+def test_v01_module_names_of_events_and_the_base_error():
+    """0.1 defined Events in runnel.events and based its errors on RunnelException."""
+    import runnel
+    from runnel.events import Events
+    from runnel.exceptions import Misconfigured, RunnelException
+
+    assert Events is runnel.Events
+    assert issubclass(Misconfigured, RunnelException)
