@@ -350,3 +350,78 @@ def test_v01_records_with_pytz_datetimes(app):
         )
         back = stream.decode(stream.encode(Stamped(id=1, at=at)))
         assert back.at == at and back.at.utcoffset() == timedelta(hours=-5)
+
+
+def shout_hasher(key: object) -> int:
+    """A user's own hasher, named by import path in the settings below."""
+    return len(str(key))
+
+
+@pytest.mark.parametrize(
+    "path", ["runnel.hashing.default", "runnel.hashing.md5hash", "runnel.hashing:md5hash"]
+)
+def test_v01_default_hasher_paths_name_md5(path):
+    """0.1's default_hasher setting was an import path, "runnel.hashing.default" unless
+    changed; the dotted form still names a hasher, and 0.1's names still exist."""
+    from runnel.hashing import md5_hasher
+    from runnel.settings import Settings
+
+    assert Settings(default_hasher=path).default_hasher is md5_hasher
+
+
+def test_v01_default_hasher_dotted_path_to_a_user_function(monkeypatch):
+    from runnel.settings import Settings
+
+    monkeypatch.setenv("RUNNEL_DEFAULT_HASHER", f"{__name__}.shout_hasher")
+    assert Settings().default_hasher is shout_hasher
+
+
+def test_v01_fasthash_is_the_xxhash_hasher():
+    pytest.importorskip("xxhash")
+    from runnel.hashing import fasthash, named_hasher
+    from runnel.settings import Settings
+
+    xxhash = named_hasher("xxhash")
+    assert xxhash is not None
+    for key in ("A", 12, ("a", 1)):
+        assert fasthash(key) == xxhash(key)
+    assert Settings(default_hasher="runnel.hashing.fasthash").default_hasher("A") == xxhash("A")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "runnel.serialization.default",  # 0.1's default value of the setting
+        "runnel.serialization:default",
+        "runnel.serialization.JSONSerializer",  # a class is made with no arguments
+    ],
+)
+def test_v01_default_serializer_import_paths(path):
+    from runnel import App
+    from runnel.serialization import JSONSerializer
+
+    app = App(name="u", redis_url="redis://127.0.0.1:1", default_serializer=path)
+    stream = app.stream("orders", record=Order, partition_by="order_id")
+    assert isinstance(stream.serializer, JSONSerializer)
+    assert stream.decode({b"data": V01_ORDER}) == EXPECTED_ORDER
+
+
+def test_v01_default_serializer_path_to_something_else_is_refused():
+    from runnel import App
+    from runnel.exceptions import Misconfigured
+
+    app = App(
+        name="u", redis_url="redis://127.0.0.1:1", default_serializer="runnel.hashing.md5hash"
+    )
+    with pytest.raises(Misconfigured, match="not a serializer"):
+        app.stream("orders", record=Order, partition_by="order_id")
+
+
+def test_v01_module_names_of_events_and_the_base_error():
+    """0.1 defined Events in runnel.events and based its errors on RunnelException."""
+    import runnel
+    from runnel.events import Events
+    from runnel.exceptions import Misconfigured, RunnelException
+
+    assert Events is runnel.Events
+    assert issubclass(Misconfigured, RunnelException)

@@ -5,6 +5,10 @@ class RunnelError(Exception):
     """Base class of every error Runnel raises itself."""
 
 
+RunnelException = RunnelError
+"""runnel 0.1's name for the base class of its errors."""
+
+
 class Misconfigured(RunnelError):
     """The application, a stream or a processor is defined in a way that cannot work."""
 

@@ -73,3 +73,15 @@ def resolve_hasher(value: Any) -> Hasher:
 
 
 default_hasher = md5_hasher
+
+
+def fasthash(key: Any) -> int:
+    """runnel 0.1's ``runnel.hashing.fasthash``: the ``"xxhash"`` hasher, importable by
+    the dotted path a 0.1 ``default_hasher`` setting named it with."""
+    return xxhash_hasher()(key)
+
+
+# runnel 0.1's names, for settings that name a hasher by import path. Its ``default`` was
+# fasthash when xxhash happened to be installed; here it is always md5 (see above).
+md5hash = md5_hasher
+default = default_hasher

@@ -20,6 +20,15 @@ def cwd_importable() -> None:
         sys.path.insert(0, os.getcwd())
 
 
+def import_path(target: str) -> Any:
+    """Import ``module:attr``, or runnel 0.1's dotted ``package.module.attr`` (its settings
+    took import paths in that form: the module is everything before the last dot)."""
+    if ":" not in target and "." in target:
+        module_name, _, attr = target.rpartition(".")
+        target = f"{module_name}:{attr}"
+    return import_object(target)
+
+
 def import_object(target: str) -> Any:
     """Import ``module.path:attr.path``; the current directory is importable, as with ``-m``."""
     module_name, sep, attr_path = target.partition(":")

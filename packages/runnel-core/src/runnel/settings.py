@@ -11,7 +11,7 @@ from pydantic import Field, create_model, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runnel.hashing import default_hasher, named_hasher
-from runnel.imports import import_object
+from runnel.imports import import_path
 from runnel.processor import (
     ProcessorOptions,
     option_defaults,
@@ -125,9 +125,9 @@ class Settings(_ProcessorDefaults):
     def _hasher(cls, value: Any) -> Callable[[Any], int]:
         if isinstance(value, str):
             try:
-                # A hasher's name ("md5", "xxhash"), else MODULE:NAME.
+                # A hasher's name ("md5", "xxhash"), else MODULE:NAME (or 0.1's MODULE.NAME).
                 found = named_hasher(value) if ":" not in value else None
-                value = found if found is not None else import_object(value)
+                value = found if found is not None else import_path(value)
             except Exception as exc:  # pydantic reports only ValueErrors as validation errors
                 raise ValueError(str(exc)) from None
         if not callable(value):
