@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import contextlib
 import os
 import shutil
@@ -77,12 +78,17 @@ async def roundtrip(url: str, name: str) -> None:
 
 
 @pytest.mark.parametrize("binary", server_binaries())
-async def test_each_server_version(binary: str, tmp_path: Path) -> None:
+async def test_each_server_version(
+    binary: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     server = start_server(tmp_path, persist=False, binary=binary)
     try:
-        await roundtrip(server.url, "versions")
+        with caplog.at_level(logging.WARNING, logger="runnel"):
+            await roundtrip(server.url, "versions")
     finally:
         os.kill(server.pid, signal.SIGTERM)
+    # A server without script flags (6.2) is recognised up front, not read as an outage.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_acl_user_in_url(redis_url: str, redis_client: redis.Redis) -> None:

@@ -250,12 +250,13 @@ class RedisCoordination(Coordination):
         the fence."""
         n = len(positions)
         locks = self._locks_of(list(positions))
+        check = self._eval_check_locks
         packed = (
             resp.header(1 + n)
             + _WATCH
             + locks
             + resp.header(4 + n)
-            + self._eval_check_locks
+            + check
             + resp.arguments((n,))
             + locks
             + self._bulk(owner)
@@ -269,8 +270,9 @@ class RedisCoordination(Coordination):
             + _EXEC
         )
         replies = await self._exchange(packed, 5)
-        if scripts.refuses_flags(replies[1]) and self._eval_check_locks == _EVAL_CHECK_LOCKS:
-            self._eval_check_locks = _EVAL_CHECK_LOCKS_PLAIN  # Redis 6.2: no script flags
+        if scripts.refuses_flags(replies[1]) and check == _EVAL_CHECK_LOCKS:
+            # Redis 6.2: no script flags (another lane's read may have found out first)
+            self._eval_check_locks = _EVAL_CHECK_LOCKS_PLAIN
             return await self._checked_read(owner, consumer, positions, count)
         for reply in replies:
             if isinstance(reply, Exception):
