@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import contextlib
+import logging
 import os
 import shutil
 import signal
