@@ -65,7 +65,8 @@ _client = None
 def client():
     global _client
     if _client is None:
-        _client = redis.Redis.from_url(os.environ["TEST_RECORD_URL"])
+        # No socket timeout (redis-py's default is 5 s): gated jobs block in BLPOP.
+        _client = redis.Redis.from_url(os.environ["TEST_RECORD_URL"], socket_timeout=None)
     return _client
 
 

@@ -145,8 +145,15 @@ class JobExecutor:
                         name="job-maintenance",
                     ),
                 ]
-                await self._fetch(tg)
-                await self._finish_running()
+                try:
+                    await self._fetch(tg)
+                    await self._finish_running()
+                except asyncio.CancelledError:
+                    # A hard stop. The task group cancels each job once, but a job that
+                    # polls Redis itself may drop that (see cancel_and_wait): insist, or
+                    # the group would wait for it forever.
+                    await cancel_and_wait(list(self._running))
+                    raise
                 self.finisher.close()
                 _, late = await asyncio.wait([loops[0]], timeout=self.settings.grace_period)
                 if late:
