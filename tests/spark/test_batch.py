@@ -198,3 +198,30 @@ def test_a_task_failing_while_sending_says_how_far_it_got(
     ) in str(failure.value)
     written = redis_client.xrange("__strm:sparkt.pings_out.0")
     assert [stream.decode(fields).n for _, fields in written] == list(range(30))
+
+
+def test_plain_json_chunks_read_as_pydantic_reads_them(
+    spark: Any, streams: ModuleType, redis_url: str, redis_client: redis.Redis
+) -> None:
+    # Chunks of two: some Arrow decodes whole, others hold an entry pydantic converts.
+    key = "__strm:sparkt.pings.0"
+    values = [
+        '{"key": "a", "n": 1}',
+        '{"key": "b", "n": 2, "extra": [null, {}]}',
+        '{"key": "c", "n": "3"}',
+        '{"key": "d", "n": 4}',
+        '{"key": "e", "n": 5.0}',
+        "null",
+        '{"key": "f", "n": 6}',
+    ]
+    ids = [redis_client.xadd(key, {"data": v}).decode() for v in values[:5]]
+    rows = reader(spark, streams.pings, redis_url, chunkSize="2").collect()
+    assert [(r.key, r.n, r._id) for r in rows] == list(
+        zip("abcde", [1, 2, 3, 4, 5], ids, strict=True)
+    )
+
+    bad = redis_client.xadd(key, {"data": values[5]}).decode()
+    redis_client.xadd(key, {"data": values[6]})
+    with pytest.raises(Exception) as failure:
+        reader(spark, streams.pings, redis_url, chunkSize="2").collect()
+    assert f"cannot read entry {bad} of sparkt.pings partition 0" in str(failure.value)

@@ -1,14 +1,16 @@
 """Reading streams into Spark: batch reads over id ranges, and micro-batches for streaming.
 
 Every task reads one range of one partition through the store's synchronous log
-(:class:`runnel.synclog.SyncLog`), ``chunkSize`` entries per round trip, decodes each
-entry with the stream's own ``decode`` (so every codec, compression and primitive records
-work) and hands Spark one Arrow batch per chunk.
+(:class:`runnel.synclog.SyncLog`), ``chunkSize`` entries per round trip, and hands Spark
+one Arrow batch per chunk. JSON records of plain fields are decoded a chunk at a time
+(:mod:`runnel_spark.columnar`); any other chunk entry by entry with the stream's own
+``decode``, so every codec, compression and primitive records work.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,9 +23,10 @@ from pyspark.sql.types import StructType
 
 from runnel.exceptions import DecodeError, Misconfigured
 from runnel.record import Record
-from runnel.stream import Stream
-from runnel.synclog import next_id
+from runnel.stream import DATA, Stream
+from runnel.synclog import Entries, next_id
 from runnel_spark import ranges
+from runnel_spark.columnar import ChunkDecoder, chunk_decoder
 from runnel_spark.schema import ID, PARTITION, TIMESTAMP, derive
 from runnel_spark.target import Target, positive
 
@@ -199,14 +202,48 @@ class RunnelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def read_split(target: Target, schema: StructType, split: Split) -> Iterator[pa.RecordBatch]:
     stream = target.stream()
     log = target.sync_log()
-    build = _batch_builder(stream.record, schema)
+    build = _batch_builder(stream, schema)
     decode = stream.decode
+    _settle()
     for entries in log.read(split.key, split.lo, split.hi, target.chunk):
+        ids = [xid for xid, _ in entries]
+        if build.chunk is not None:
+            columns = _whole(build.chunk, entries)
+            if columns is not None:
+                yield build.columns(columns, ids, split.number)
+                continue
         try:
             records = [decode(fields) for _, fields in entries]
         except DecodeError:  # find which, loading newer schemas first if there are any
             records = [_decode(target, stream, split, xid, fields) for xid, fields in entries]
-        yield build(records, [xid for xid, _ in entries], split.number)
+        yield build.records(records, ids, split.number)
+
+
+_settled = False
+
+
+def _settle() -> None:
+    """Once per process, before its first read: move what is alive (modules, the stream's
+    classes) out of the garbage collector's sight.
+
+    A Python worker holds pyspark, pyarrow and pandas; each full collection, which reading
+    many entries sets off again and again, walked all of that and took about half of the
+    read's time. Garbage made later is collected as usual (``gc.freeze``'s own use case).
+    """
+    global _settled
+    if not _settled:
+        _settled = True
+        gc.collect()
+        gc.freeze()
+
+
+def _whole(chunk: ChunkDecoder, entries: Entries) -> dict[str, Any] | None:
+    """The chunk's columns decoded at once, or None to decode it entry by entry."""
+    try:
+        values = [fields[DATA] for _, fields in entries]
+    except KeyError:
+        return None
+    return chunk(values)
 
 
 def _decode(target: Target, stream: Stream, split: Split, xid: bytes, fields: Any) -> Record:
@@ -221,18 +258,46 @@ def _decode(target: Target, stream: Stream, split: Split, xid: bytes, fields: An
         ) from None
 
 
-Builder = Callable[[list[Record], list[bytes], int], pa.RecordBatch]
 Plan = Callable[[list[Record], "pa.Array[Any]", int, pa.DataType], "pa.Array[Any]"]
 """One column of a chunk, from its records, entry ids (binary) and partition number."""
 
-_builders: dict[tuple[type[Record], str], Builder] = {}
+
+@dataclasses.dataclass
+class Builder:
+    """How a chunk becomes an Arrow batch of the columns a read asks for: from records, or
+    from columns decoded at once (``chunk``, for streams that allow it)."""
+
+    arrow: pa.Schema
+    plans: list[Plan]
+    fields: frozenset[str]
+    """The columns that are record fields."""
+    chunk: ChunkDecoder | None
+
+    def records(self, records: list[Record], ids: list[bytes], number: int) -> pa.RecordBatch:
+        xids = pa.array(ids, pa.binary())
+        arrays = [
+            fn(records, xids, number, f.type) for fn, f in zip(self.plans, self.arrow, strict=True)
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow)
+
+    def columns(self, columns: dict[str, Any], ids: list[bytes], number: int) -> pa.RecordBatch:
+        xids = pa.array(ids, pa.binary())
+        arrays = [
+            columns[f.name] if f.name in self.fields else fn([], xids, number, f.type)
+            for fn, f in zip(self.plans, self.arrow, strict=True)
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow)
 
 
-def _batch_builder(record: type[Record], schema: StructType) -> Builder:
-    """How a chunk of records becomes an Arrow batch of the columns ``schema`` asks for."""
-    cached = _builders.get((record, schema.json()))
+_builders: dict[tuple[Stream, str], Builder] = {}
+
+
+def _batch_builder(stream: Stream, schema: StructType) -> Builder:
+    """How chunks of ``stream`` become Arrow batches of the columns ``schema`` asks for."""
+    key = (stream, schema.json())
+    cached = _builders.get(key)
     if cached is None:
-        cached = _builders[(record, schema.json())] = _new_builder(record, schema)
+        cached = _builders[key] = _new_builder(stream, schema)
     return cached
 
 
@@ -246,7 +311,8 @@ def _arrow_schema(schema: StructType) -> Any:
         return convert(schema)
 
 
-def _new_builder(record: type[Record], schema: StructType) -> Builder:
+def _new_builder(stream: Stream, schema: StructType) -> Builder:
+    record = stream.record
     columns = {c.name: c for c in derive(record)}
     arrow = _arrow_schema(schema)
     plans: list[Plan] = []
@@ -264,13 +330,8 @@ def _new_builder(record: type[Record], schema: StructType) -> Builder:
                 f"column {name!r} is not a field of {record.__name__} "
                 f"nor one of {PARTITION}, {ID}, {TIMESTAMP}"
             )
-
-    def build(records: list[Record], ids: list[bytes], number: int) -> pa.RecordBatch:
-        xids = pa.array(ids, pa.binary())
-        arrays = [fn(records, xids, number, f.type) for fn, f in zip(plans, arrow, strict=True)]
-        return pa.RecordBatch.from_arrays(arrays, schema=arrow)
-
-    return build
+    wanted = {f.name: f.type for f in arrow if f.name in columns}
+    return Builder(arrow, plans, frozenset(wanted), chunk_decoder(stream, wanted))
 
 
 def _field(name: str, out: Any) -> Plan:
