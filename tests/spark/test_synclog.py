@@ -8,19 +8,18 @@ import pytest
 import redis
 
 from runnel.synclog import LogError, next_id
-from runnel.transport import transport_for
+from runnel.transport import PartitionId, transport_for
 from runnel_redis.synclog import RedisLog
 
 
 def test_append_read_extents_and_bounds(redis_url: str, redis_client: redis.Redis) -> None:
     log = RedisLog(redis_url)
-    a, b = log.partition_key("app", "s", 0), log.partition_key("app", "s", 1)
-    assert a == "__strm:app.s.0"
+    a, b, c = (PartitionId("app", "s", n) for n in range(3))
     log.append([(a, {b"data": b"0"}), (b, {b"data": b"x"}), (a, {b"data": b"1"})], maxlen=1000)
     log.append([(a, {b"data": str(n).encode()}) for n in range(2, 10)])
-    ids = [x.decode() for x, _ in redis_client.xrange(a)]
+    ids = [x.decode() for x, _ in redis_client.xrange("__strm:app.s.0")]
 
-    [ea, eb, empty] = log.extents([a, b, "__strm:app.s.2"])
+    [ea, eb, empty] = log.extents([a, b, c])
     assert (ea.length, ea.first, ea.last) == (10, ids[0], ids[-1])
     assert eb.length == 1 and empty.length == 0 and empty.first is None and empty.last is None
 
@@ -32,9 +31,9 @@ def test_append_read_extents_and_bounds(redis_url: str, redis_client: redis.Redi
     assert log.nth_ids([(a, ids[2], ids[-1], 4), (a, ids[8], ids[-1], 4), (b, "0-0", "+", 1)]) == [
         ids[5],
         ids[9],
-        redis_client.xrange(b)[0][0].decode(),
+        redis_client.xrange("__strm:app.s.1")[0][0].decode(),
     ]
-    assert log.nth_ids([("__strm:app.s.2", "0-0", "+", 5)]) == [None]
+    assert log.nth_ids([(c, "0-0", "+", 5)]) == [None]
 
     # Pickled for Spark's executors: only the URL travels; the copy connects again.
     copy = pickle.loads(pickle.dumps(log))
@@ -47,7 +46,12 @@ def test_an_append_is_all_or_none(redis_url: str, redis_client: redis.Redis) -> 
     log = RedisLog(redis_url)
     redis_client.set("__strm:app.t.1", "not a stream")
     with pytest.raises(LogError, match="WRONGTYPE"):
-        log.append([("__strm:app.t.0", {b"data": b"a"}), ("__strm:app.t.1", {b"data": b"b"})])
+        log.append(
+            [
+                (PartitionId("app", "t", 0), {b"data": b"a"}),
+                (PartitionId("app", "t", 1), {b"data": b"b"}),
+            ]
+        )
     assert redis_client.exists("__strm:app.t.0") == 0
     log.close()
 

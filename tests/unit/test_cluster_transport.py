@@ -55,3 +55,14 @@ def test_bad_layout_and_wait_settings_are_refused() -> None:
         Settings(wait_replicas=-1)
     with pytest.raises(ValidationError):
         Settings(wait_timeout=0)
+
+
+async def test_spark_on_a_cluster_is_refused_clearly() -> None:
+    """The sync log speaks to one server; on a cluster it says so rather than misroute."""
+    cluster = transport_for("redis+cluster://user:secret@127.0.0.1:1", Settings())
+    try:
+        with pytest.raises(Misconfigured, match="Spark on a Redis Cluster") as caught:
+            cluster.sync_log()
+        assert "secret" not in str(caught.value)
+    finally:
+        await cluster.aclose()

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from runnel.exceptions import TransportError
-from runnel.transport import Fields
+from runnel.transport import Fields, PartitionId
 
 Entries = list[tuple[bytes, dict[bytes, bytes]]]
 """Entries read back, oldest first: id and fields."""
@@ -44,27 +44,25 @@ class SyncLog(abc.ABC):
     """Where the store is, as any process can reach it."""
 
     @abc.abstractmethod
-    def partition_key(self, app: str, stream: str, number: int) -> str:
-        """The store's name for partition ``number`` of ``stream`` (as the transport's)."""
-
-    @abc.abstractmethod
-    def extents(self, keys: Sequence[str]) -> list[Extent]:
+    def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
         """Length, first and last id of each partition, in one round trip."""
 
     @abc.abstractmethod
-    def read(self, key: str, first: str, last: str, count: int) -> Iterator[Entries]:
-        """The entries of ``key`` with ids from ``first`` to ``last`` (both included),
+    def read(self, partition: PartitionId, first: str, last: str, count: int) -> Iterator[Entries]:
+        """The entries of ``partition`` with ids from ``first`` to ``last`` (both included),
         oldest first, about ``count`` per round trip."""
 
     @abc.abstractmethod
-    def nth_ids(self, ranges: Sequence[tuple[str, str, str, int]]) -> list[str | None]:
-        """For each ``(key, first, last, n)``: the id of the ``n``-th entry from ``first``
+    def nth_ids(self, ranges: Sequence[tuple[PartitionId, str, str, int]]) -> list[str | None]:
+        """For each ``(partition, first, last, n)``: the id of the ``n``-th entry from ``first``
         (both bounds included), or of the last in range if there are fewer; None if the
         range is empty. In one round trip, without fetching the entries."""
 
     @abc.abstractmethod
-    def append(self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None) -> None:
-        """Append ``(partition_key, fields)`` entries in order, all or none, in one round
+    def append(
+        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+    ) -> None:
+        """Append ``(partition, fields)`` entries in order, all or none, in one round
         trip; each partition is trimmed to about ``maxlen`` entries."""
 
     @abc.abstractmethod

@@ -18,7 +18,7 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.retry import Retry
 
 from runnel.synclog import Entries, Extent, LogError, SyncLog, next_id
-from runnel.transport import Fields
+from runnel.transport import Fields, PartitionId
 from runnel.urls import redact
 from runnel_redis import keys, resp, scripts
 
@@ -33,6 +33,7 @@ class RedisLog(SyncLog):
     def __init__(self, url: str) -> None:
         self.url = url
         self._redis: redis.Redis | None = None
+        self._keys: dict[PartitionId, str] = {}
 
     def __repr__(self) -> str:
         return f"<RedisLog {redact(self.url)}>"
@@ -48,13 +49,16 @@ class RedisLog(SyncLog):
             self._redis = client
         return self._redis
 
-    def partition_key(self, app: str, stream: str, number: int) -> str:
-        return keys.partition(app, stream, number)
+    def _key(self, partition: PartitionId) -> str:
+        key = self._keys.get(partition)
+        if key is None:
+            key = self._keys[partition] = keys.partition(*partition)
+        return key
 
-    def extents(self, keys: Sequence[str]) -> list[Extent]:
+    def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
         try:
             with self.redis.pipeline(transaction=False) as pipe:
-                for key in keys:
+                for key in map(self._key, partitions):
                     pipe.execute_command("XLEN", key)
                     pipe.execute_command("XRANGE", key, "-", "+", "COUNT", 1)
                     pipe.execute_command("XREVRANGE", key, "+", "-", "COUNT", 1)
@@ -67,8 +71,9 @@ class RedisLog(SyncLog):
             out.append(Extent(int(length), _first_id(first), _first_id(last)))
         return out
 
-    def read(self, key: str, first: str, last: str, count: int) -> Iterator[Entries]:
+    def read(self, partition: PartitionId, first: str, last: str, count: int) -> Iterator[Entries]:
         client = self.redis
+        key = self._key(partition)
         while True:
             try:
                 raw = client.execute_command("XRANGE", key, first, last, "COUNT", count)
@@ -85,22 +90,24 @@ class RedisLog(SyncLog):
                 return
             first = next_id(raw[-1][0].decode())
 
-    def nth_ids(self, ranges: Sequence[tuple[str, str, str, int]]) -> list[str | None]:
+    def nth_ids(self, ranges: Sequence[tuple[PartitionId, str, str, int]]) -> list[str | None]:
         script = self.redis.register_script(scripts.NTH_ID)
         try:
             with self.redis.pipeline(transaction=False) as pipe:
-                for key, first, last, n in ranges:
-                    script(keys=[key], args=[first, last, n], client=pipe)
+                for partition, first, last, n in ranges:
+                    script(keys=[self._key(partition)], args=[first, last, n], client=pipe)
                 replies = pipe.execute()
         except RedisError as exc:
             raise self._failed("bounding reads", exc) from exc
         return [reply.decode() if reply else None for reply in replies]
 
-    def append(self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None) -> None:
+    def append(
+        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+    ) -> None:
         if not entries:
             return
         streams: dict[str, int] = {}
-        packed, count = _pack_entries(entries, streams)
+        packed, count = _pack_entries([(self._key(p), f) for p, f in entries], streams)
         maxlen_arg = resp.arguments((maxlen if maxlen is not None else b"",))
         head = resp.header(4 + len(streams) + count)
         tail = resp.arguments((len(streams), *streams)) + maxlen_arg + packed

@@ -325,6 +325,9 @@ class RedisTransport(Transport):
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
         return RedisSchemaStore(self.redis, app, stream, self.layout)
 
+    def sync_log(self) -> RedisLog:
+        return RedisLog(self.url)
+
 
 def check_replicated(acknowledged: int, wanted: int, timeout_ms: int, where: str = "") -> None:
     """Raise :class:`NotReplicated` when WAIT reported fewer replicas than wanted."""
@@ -336,9 +339,6 @@ def check_replicated(acknowledged: int, wanted: int, timeout_ms: int, where: str
             wanted,
             acknowledged,
         )
-
-    def sync_log(self) -> RedisLog:
-        return RedisLog(self.url)
 
 
 def _text(value: Any) -> str:

@@ -25,6 +25,7 @@ from runnel.exceptions import DecodeError, Misconfigured
 from runnel.record import Record
 from runnel.stream import DATA, Stream
 from runnel.synclog import Entries, next_id
+from runnel.transport import PartitionId
 from runnel_spark import ranges
 from runnel_spark.columnar import ChunkDecoder, chunk_decoder
 from runnel_spark.schema import ID, PARTITION, TIMESTAMP, derive
@@ -49,7 +50,7 @@ class Split(InputPartition):
     both included)."""
 
     number: int
-    key: str
+    partition: PartitionId
     lo: str
     hi: str
 
@@ -66,7 +67,7 @@ class RunnelReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         stream = self.target.stream()
-        keys = [self.target.key(stream, n) for n in range(stream.partition_count)]
+        keys = self.target.partitions(stream)
         # The last id of each partition now bounds the read, so what is written while the
         # query runs (by this very job, say) is not read.
         found = self.target.sync_log().extents(keys)
@@ -102,9 +103,9 @@ class RunnelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         self.until: dict[str, str] | None = None
 
-    def _keys(self) -> tuple[Stream, list[str]]:
+    def _keys(self) -> tuple[Stream, list[PartitionId]]:
         stream = self.target.stream()
-        return stream, [self.target.key(stream, n) for n in range(stream.partition_count)]
+        return stream, self.target.partitions(stream)
 
     def initialOffset(self) -> dict[str, str]:
         stream, _ = self._keys()
@@ -205,7 +206,7 @@ def read_split(target: Target, schema: StructType, split: Split) -> Iterator[pa.
     build = _batch_builder(stream, schema)
     decode = stream.decode
     _settle()
-    for entries in log.read(split.key, split.lo, split.hi, target.chunk):
+    for entries in log.read(split.partition, split.lo, split.hi, target.chunk):
         ids = [xid for xid, _ in entries]
         if build.chunk is not None:
             columns = _whole(build.chunk, entries)

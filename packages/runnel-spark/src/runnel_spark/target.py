@@ -20,7 +20,7 @@ from runnel.imports import import_object
 from runnel.schemas import Check, SchemaStore
 from runnel.stream import Stream
 from runnel.synclog import SyncLog
-from runnel.transport import transport_for
+from runnel.transport import PartitionId, transport_for
 
 _streams: dict[tuple[str, str | None], Stream] = {}
 _logs: dict[str, SyncLog] = {}
@@ -154,8 +154,9 @@ class Target:
             raise Misconfigured("Target.prepare() was not called on the driver")
         return _logs.setdefault(self.log.url, self.log)
 
-    def key(self, stream: Stream, number: int) -> str:
-        return self.sync_log().partition_key(stream.app.name, stream.name, number)
+    def partitions(self, stream: Stream) -> list[PartitionId]:
+        """The store's identities of the stream's partitions, by number."""
+        return [PartitionId(stream.app.name, stream.name, n) for n in range(stream.partition_count)]
 
     def refresh_schemas(self, stream: Stream) -> bool:
         """Load the writer schemas stored since the driver looked; False if none are new."""

@@ -140,7 +140,7 @@ def write_task(target: Target, batches: Iterable[Any]) -> WriteReport:
     stream = target.stream()
     encode = Encoder(stream)
     spark_partition, attempt, place = task_place()
-    keys = [target.key(stream, n) for n in range(stream.partition_count)]
+    keys = target.partitions(stream)
     entries = []
     counts: Counter[int] = Counter()
     try:
