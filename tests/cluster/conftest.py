@@ -8,8 +8,8 @@ every event the processor, through Lua scripts on a plain redis client:
 1. *enters* the partition: ``SET inside|{lock} "{pid}:{handed}" NX``. If another
    process's marker is there, it RPUSHes an overlap record to ``violations|{lock}`` and
    takes the marker over (so one overlap is reported once). In the same script it RPUSHes
-   the event to ``seen|{lock}`` with the hand-over time, Redis TIME, and who held Runnel's lock of the
-   partition at that moment;
+   the event to ``seen|{lock}`` with the hand-over time, Redis TIME, and who held
+   Runnel's lock of the partition at that moment;
 2. sleeps 2 ms;
 3. *leaves*: deletes the marker only if it is still its own (also when the iteration is
    cancelled).
