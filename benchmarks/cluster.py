@@ -1,5 +1,6 @@
-"""``python -m benchmarks.cluster [--events N] [--backlog N]``: one private redis-server
-next to a private 3-master Redis Cluster on the same machine, in one run.
+"""``python -m benchmarks.cluster [--events N] [--backlog N]`` (or ``python -m benchmarks
+cluster [--events N]``): one private redis-server next to a private 3-master Redis
+Cluster on the same machine, in one run.
 
 1. Per event: one worker in this process sends and drains a stream (16 partitions,
    batches of 100) on each store; the difference of the microseconds per event is what
@@ -151,6 +152,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--backlog", type=int, default=50_000)
     args = parser.parse_args()
+    run(args.events, args.backlog)
+
+
+def run(events: int = 20_000, backlog: int = 50_000) -> None:
+    """Both parts on a fresh redis-server and a fresh 3-master cluster; prints the figures."""
     from tests.rediscluster.cluster import start_cluster  # the test fixture's cluster
 
     with contextlib.ExitStack() as stack:
@@ -159,11 +165,11 @@ def main() -> None:
         cluster = stack.enter_context(start_cluster(directory, masters=3))
         masters = [f"redis://127.0.0.1:{node.port}" for node in cluster.masters()]
         rows = {
-            "redis://": asyncio.run(measure(single, args.events)),
-            "redis+cluster:// (3 masters)": asyncio.run(measure(cluster.url, args.events)),
+            "redis://": asyncio.run(measure(single, events)),
+            "redis+cluster:// (3 masters)": asyncio.run(measure(cluster.url, events)),
         }
         print(
-            f"one worker in this process: {args.events} events, {PARTITIONS} partitions, "
+            f"one worker in this process: {events} events, {PARTITIONS} partitions, "
             f"batches of {BATCH}"
         )
         print(f"{'store':<30} {'send/s':>10} {'drain/s':>10} {'us/event drained':>17}")
@@ -179,7 +185,7 @@ def main() -> None:
             "per event sent"
         )
         print(
-            f"2 `runnel worker` processes, a backlog of {args.backlog} events "
+            f"2 `runnel worker` processes, a backlog of {backlog} events "
             f"({BENCH_PARTITIONS} partitions), {os.cpu_count()} cores:"
         )
         stores = {
@@ -187,7 +193,7 @@ def main() -> None:
             "redis+cluster:// (3 masters)": (cluster.url, cluster.redis_url, masters),
         }
         for name, (url, plain, servers) in stores.items():
-            got = two_workers(url, plain, servers, args.backlog)
+            got = two_workers(url, plain, servers, backlog)
             workers = " + ".join(f"{share:.0%}" for share in got["cpu"])
             redis_cpu = " + ".join(f"{share:.0%}" for share in got["redis_cpu"])
             print(
