@@ -201,6 +201,10 @@ def run(events: int = 20_000, backlog: int = 50_000) -> None:
                 f"workers {workers}, redis-server {redis_cpu}",
                 flush=True,
             )
+    print(
+        "load average {:.2f} {:.2f} {:.2f} (1, 5, 15 min): other work on the machine takes "
+        "CPU from both stores alike".format(*os.getloadavg())
+    )
 
 
 if __name__ == "__main__":
