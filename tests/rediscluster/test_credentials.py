@@ -32,13 +32,16 @@ def locked_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCl
     if reason := missing_tools():
         pytest.skip(reason)
     with start_cluster(tmp_path_factory.mktemp("locked-cluster"), masters=3) as cluster:
-        for node in cluster.nodes:
+        for node in cluster.nodes:  # ACL users are per node
+            node.command(
+                "ACL", "SETUSER", "noread", "on", f">{PASSWORD}", "~*", "&*", "+@all", "-xreadgroup"
+            )
             node.command("CONFIG", "SET", "requirepass", PASSWORD)
         yield cluster
 
 
-def url(cluster: RedisClusterProcesses, password: str | None) -> str:
-    login = f":{password}@" if password is not None else ""
+def url(cluster: RedisClusterProcesses, password: str | None, user: str = "") -> str:
+    login = f"{user}:{password}@" if password is not None else ""
     return cluster.url.replace("redis+cluster://", f"redis+cluster://{login}", 1)
 
 
@@ -79,3 +82,18 @@ def test_worker_with_wrong_password_stops(
     errors = [line for line in output.splitlines() if line.startswith("Error:")]
     assert errors == [errors[0]] and "authentication failed for user 'default'" in errors[0]
     assert "Traceback" not in output and WRONG not in output
+
+
+def test_worker_missing_permission_stops(
+    locked_cluster: RedisClusterProcesses, project: Path
+) -> None:
+    env = env_with(url(locked_cluster, PASSWORD, "noread"))
+    with WorkerProcess(APP, project, env) as worker:
+        code = worker.proc.wait(60)
+        output = worker.output
+    assert code != 0
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, output
+    # The cluster fetcher reads inside scripts; Redis does not name the command refused there.
+    assert "user 'noread' may not run" in errors[0], output
+    assert "Traceback" not in output and PASSWORD not in output

@@ -86,7 +86,8 @@ def _causes(exc: BaseException) -> list[BaseException]:
 
 def refusal(exc: BaseException, user: str) -> Exception | None:
     """The AccessDenied or StoreFull that ``exc`` (or its cause) is, when redis-py did not
-    parse it into one: the cluster client's refused login, permissions and full memory."""
+    parse it into one: the cluster client's refused login, permissions (also a command a
+    script may not run) and full memory."""
     if isinstance(exc, AccessDenied | StoreFull):
         return None
     for cause in _causes(exc):
@@ -101,6 +102,10 @@ def refusal(exc: BaseException, user: str) -> Exception | None:
             return errors.translate(f"NOPERM {cause}", user)
         if isinstance(cause, redis_errors.OutOfMemoryError):
             return errors.translate(f"OOM {cause}", user)
+        if isinstance(cause, redis_errors.ResponseError):  # e.g. refused inside a script
+            found = errors.translate(str(cause), user)
+            if found is not None:
+                return found
     return None
 
 
