@@ -1,5 +1,5 @@
 """``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|metrics|codecs|profile|
-spark] [--events N]``
+spark|cluster] [--events N]``
 
 Without a name, the whole suite (throughput, latency, memory, scaling) against one private
 redis-server, then one table: every figure next to a plain redis-py loop doing the same
@@ -50,7 +50,9 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("which", nargs="?", choices=[*SUITE, *OTHERS, "codecs", "profile", "spark"])
+    parser.add_argument(
+        "which", nargs="?", choices=[*SUITE, *OTHERS, "codecs", "profile", "spark", "cluster"]
+    )
     parser.add_argument("case", nargs="?", help="profile: records or take")
     parser.add_argument("--events", type=int, help="backlog or events (each has a default)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per throughput figure")
@@ -64,6 +66,11 @@ def main() -> None:
         from benchmarks import spark
 
         spark.main(args.events or 1_000_000)
+        return
+    if args.which == "cluster":  # its own redis-server and cluster (benchmarks/cluster.py)
+        from benchmarks import cluster
+
+        cluster.run(args.events or 20_000)
         return
     if args.which == "profile":
         from benchmarks import profiling

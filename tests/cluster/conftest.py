@@ -5,11 +5,11 @@ partitions and one processor, ``work``, with short timings (2 s locks). A middle
 notes when Runnel hands each event over (right after the worker's lease check), and for
 every event the processor, through Lua scripts on a plain redis client:
 
-1. *enters* the partition: ``SET inside:{partition} "{pid}:{handed}" NX``. If another
-   process's marker is there, it RPUSHes an overlap record to ``violations`` and takes
-   the marker over (so one overlap is reported once). In the same script it RPUSHes the
-   event to ``seen`` with the hand-over time, Redis TIME, and who held Runnel's lock of the
-   partition at that moment;
+1. *enters* the partition: ``SET inside|{lock} "{pid}:{handed}" NX``. If another
+   process's marker is there, it RPUSHes an overlap record to ``violations|{lock}`` and
+   takes the marker over (so one overlap is reported once). In the same script it RPUSHes
+   the event to ``seen|{lock}`` with the hand-over time, Redis TIME, and who held
+   Runnel's lock of the partition at that moment;
 2. sleeps 2 ms;
 3. *leaves*: deletes the marker only if it is still its own (also when the iteration is
    cancelled).
@@ -19,6 +19,10 @@ Two processes inside one partition at once therefore always leave a record in
 frozen (SIGSTOP) or killed (SIGKILL) mid-iteration leaves its marker behind: the next
 owner reports it once, naming the frozen iteration and when it was handed over.
 
+Those keys are named after the partition's lock key (``{lock}``), so on a Redis Cluster
+(``redis+cluster://``: keys of the cluster layout, see tests/rediscluster/) they share its
+slot and the script can run there too.
+
 Times are microseconds of the wall clock: Redis TIME, and the workers' own clock for the
 hand-over (the redis-server runs on this machine, so they are the same clock).
 """
@@ -26,6 +30,7 @@ hand-over (the redis-server runs on this machine, so they are the same clock).
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import os
 import re
@@ -37,7 +42,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
+from runnel_redis.layout import KeyLayout, layout_for
 from tests.helpers import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "clusterapp"
@@ -55,10 +62,12 @@ import os
 import time
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel import App, Record
+from runnel_redis.layout import layout_for
 
 app = App(
     name={app_name!r},
@@ -77,6 +86,7 @@ class Ping(Record):
 
 
 pings = app.stream("pings", record=Ping, partition_by="key", partition_count={partitions})
+LAYOUT = layout_for(os.environ["RUNNEL_REDIS_URL"])
 
 PID = str(os.getpid())
 SLEEP = float(os.environ.get("TEST_SLEEP", "0.002"))
@@ -125,7 +135,11 @@ _client = None
 def client():
     global _client
     if _client is None:
-        _client = aioredis.Redis.from_url(os.environ["TEST_RECORD_URL"])
+        url = os.environ["TEST_RECORD_URL"]
+        if url.startswith("redis+cluster://"):
+            _client = RedisCluster.from_url(url.replace("redis+cluster://", "redis://", 1))
+        else:
+            _client = aioredis.Redis.from_url(url)
     return _client
 
 
@@ -156,12 +170,13 @@ class Stamp:
 @app.processor(pings, middleware=[Stamp()])
 async def work(events):
     number = events.partition.number
-    inside = "inside:" + str(number)
-    lock = "__lock:" + app.name + ".pings.work." + str(number)
+    lock = LAYOUT.partition_lock(app.name, "pings", "work", number)
+    # Named after the lock, so that on a Redis Cluster all four share its slot.
+    inside, violations, seen = ("inside|" + lock, "violations|" + lock, "seen|" + lock)
     async for ping in events.records():
         began = str(HANDED[number])
         await call(
-            ENTER, [inside, "violations", "seen", lock], [PID, began, number, ping.n, ping.key]
+            ENTER, [inside, violations, seen, lock], [PID, began, number, ping.n, ping.key]
         )
         try:
             await asyncio.sleep(SLEEP)
@@ -231,7 +246,8 @@ class Cluster:
         self.dir = directory
         self.app_name = app_name
         self.redis_url = redis_url
-        self.client = redis.Redis.from_url(redis_url, client_name=TEST_CLIENT)
+        self.layout: KeyLayout = layout_for(redis_url)
+        self.client = test_client(redis_url)
         self.workers: list[WorkerProcess] = []
         self.sent: list[dict[str, object]] = []
         self.extra_env: dict[str, str] = {}
@@ -275,11 +291,24 @@ class Cluster:
         seconds, micros = self.client.time()
         return seconds * 1_000_000 + micros
 
+    def lock_key(self, partition: int) -> str:
+        return self.layout.partition_lock(self.app_name, STREAM, PROCESSOR, partition)
+
+    def partition_key(self, partition: int) -> str:
+        return self.layout.partition(self.app_name, STREAM, partition)
+
+    def recorded(self, name: str) -> list[list[bytes]]:
+        """A record list per partition (kept in the slot of the partition's lock)."""
+        return [self.client.lrange(f"{name}|{self.lock_key(p)}", 0, -1) for p in range(PARTITIONS)]
+
     def seen(self) -> list[Seen]:
-        return [parse_seen(x) for x in self.client.lrange("seen", 0, -1)]
+        """Merged by time; each partition's own order is kept."""
+        lists = [[parse_seen(x) for x in raw] for raw in self.recorded("seen")]
+        return list(heapq.merge(*lists, key=lambda s: s.entered))
 
     def overlaps(self) -> list[Overlap]:
-        return [parse_overlap(x) for x in self.client.lrange("violations", 0, -1)]
+        lists = [[parse_overlap(x) for x in raw] for raw in self.recorded("violations")]
+        return list(heapq.merge(*lists, key=lambda o: o.at))
 
     def seen_numbers(self) -> set[int]:
         return {s.n for s in self.seen()}
@@ -291,18 +320,19 @@ class Cluster:
         wait_for(self.all_seen, timeout, interval=0.1)
 
     def members(self) -> dict[str, dict]:
-        raw = self.client.get(f"__memb:{self.app_name}.{STREAM}.{PROCESSOR}")
+        raw = self.client.get(self.layout.membership(self.app_name, STREAM, PROCESSOR))
         members = json.loads(raw) if raw else {}
         for executor, info in members.items():
             self.executor_pids[executor] = info["pid"]
         return members
 
     def lock_owners(self) -> dict[int, str | None]:
-        keys = [f"__lock:{self.app_name}.{STREAM}.{PROCESSOR}.{n}" for n in range(PARTITIONS)]
-        return {n: (v.decode() if v else None) for n, v in enumerate(self.client.mget(keys))}
+        values = [self.client.get(self.lock_key(n)) for n in range(PARTITIONS)]
+        return {n: (v.decode() if v else None) for n, v in enumerate(values)}
 
     def beating(self, executor: str) -> bool:
-        return bool(self.client.exists(f"__beat:{self.app_name}.{STREAM}.{PROCESSOR}.{executor}"))
+        key = self.layout.heartbeat(self.app_name, STREAM, PROCESSOR, executor)
+        return bool(self.client.exists(key))
 
     def partitions_of(self, worker: WorkerProcess) -> list[int]:
         for info in self.members().values():
@@ -336,7 +366,7 @@ class Cluster:
         """Per partition: the event numbers the group delivered but nobody acknowledged."""
         out: dict[int, list[int]] = {}
         for p in partitions:
-            key = f"__strm:{self.app_name}.{STREAM}.{p}"
+            key = self.partition_key(p)
             ids = [
                 x["message_id"] for x in self.client.xpending_range(key, PROCESSOR, "-", "+", 10**6)
             ]
@@ -350,7 +380,7 @@ class Cluster:
     def total_pending(self) -> int:
         total = 0
         for p in range(PARTITIONS):
-            key = f"__strm:{self.app_name}.{STREAM}.{p}"
+            key = self.partition_key(p)
             if self.client.exists(key):
                 total += self.client.xpending(key, PROCESSOR)["pending"]
         return total
@@ -427,6 +457,14 @@ class Cluster:
             out.append(f"--- worker pid {w.proc.pid} ({w.log_path.name}) ---")
             out.extend(lines[-120:])
         return "\n".join(out)
+
+
+def test_client(redis_url: str) -> redis.Redis | RedisCluster:
+    """The test's own client: a plain one, or a cluster one for ``redis+cluster://``."""
+    if redis_url.startswith("redis+cluster://"):
+        plain = redis_url.replace("redis+cluster://", "redis://", 1)
+        return RedisCluster.from_url(plain, client_name=TEST_CLIENT)
+    return redis.Redis.from_url(redis_url, client_name=TEST_CLIENT)
 
 
 Frozen = tuple[int, int, Iterable[int]]

@@ -15,7 +15,11 @@ Two promises hold for each public coroutine method of a class marked :func:`guar
 
 Refusals (credentials, permissions, out of memory) are already turned into
 :class:`~runnel.exceptions.AccessDenied` and :class:`~runnel.exceptions.StoreFull` where
-replies are parsed (:mod:`runnel_redis.errors`); here they pass through unchanged.
+replies are parsed (:mod:`runnel_redis.errors`); here they pass through unchanged. The
+cluster client takes no parser class: it reports a refused login as its own
+``RedisClusterException`` caused by redis-py's ``AuthenticationError``, and a refused
+command or a full Redis as redis-py's classes. :func:`refusal` finds those and makes them
+the same Runnel errors.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
 
-from runnel.exceptions import TransportError, Unavailable
+from runnel.exceptions import AccessDenied, StoreFull, TransportError, Unavailable
+from runnel_redis import errors
 
 C = TypeVar("C", bound=type)
 
@@ -67,6 +72,49 @@ def kind_of(exc: BaseException) -> type[TransportError] | None:
     if isinstance(exc, redis_errors.RedisError):
         return TransportError
     return None
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def refusal(exc: BaseException, user: str) -> Exception | None:
+    """The AccessDenied or StoreFull that ``exc`` (or its cause) is, when redis-py did not
+    parse it into one: the cluster client's refused login, permissions (also a command a
+    script may not run) and full memory."""
+    if isinstance(exc, AccessDenied | StoreFull):
+        return None
+    for cause in _causes(exc):
+        if isinstance(cause, AccessDenied | StoreFull):
+            return cause if isinstance(cause, Exception) else None
+        if isinstance(cause, redis_errors.AuthenticationError):
+            reply = " ".join(str(cause).split())
+            return errors.RedisAccessDenied(
+                f"authentication failed for user '{user}' ({reply})", user, "AUTH"
+            )
+        if isinstance(cause, redis_errors.NoPermissionError):
+            return errors.translate(f"NOPERM {cause}", user)
+        if isinstance(cause, redis_errors.OutOfMemoryError):
+            return errors.translate(f"OOM {cause}", user)
+        if isinstance(cause, redis_errors.ResponseError):  # e.g. refused inside a script
+            found = errors.translate(str(cause), user)
+            if found is not None:
+                return found
+    return None
+
+
+def _user(store: Any) -> str:
+    """The ACL user a store's client logs in as (``default`` when it names none)."""
+    client = getattr(store, "redis", None)
+    kwargs = getattr(client, "get_connection_kwargs", None)
+    found = kwargs().get("username") if callable(kwargs) else None
+    return found if isinstance(found, str) and found else "default"
 
 
 _classes: dict[tuple[type[BaseException], type[TransportError]], type[BaseException]] = {}
@@ -113,6 +161,9 @@ def guard(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]
         except Exception as exc:  # translated below; anything else passes unchanged
             if _cancelling() > before:
                 raise asyncio.CancelledError from exc
+            refused = refusal(exc, _user(args[0])) if args else None
+            if refused is not None:
+                raise refused from exc
             new = translate(exc)
             if new is exc:
                 raise

@@ -1,0 +1,33 @@
+"""The multi-process worker suite (tests/cluster/) run again on a Redis Cluster.
+
+Real `runnel worker` processes on a 3-master cluster: one killed with SIGKILL, one frozen
+with SIGSTOP past two lock lifetimes, workers joining and leaving while events flow. The
+test bodies and their checks are tests/cluster's own (nothing lost, each key's order
+kept, no partition worked on by two processes at once, every iteration under its own
+lock); only ``redis_url`` names the cluster. Left out: the tests that go through a TCP
+proxy to one node, kill connections on one server, or watch one server with MONITOR.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.cluster.conftest import cluster  # noqa: F401
+from tests.cluster.test_failures import (  # noqa: F401
+    test_kill_9_one_of_three_workers,
+    test_sigstop_longer_than_two_lock_expiries_then_sigcont,
+)
+from tests.cluster.test_scaling import test_scale_out_then_in_while_events_flow  # noqa: F401
+from tests.rediscluster.cluster import RedisClusterProcesses
+
+
+@pytest.fixture
+def redis_url(redis_cluster: RedisClusterProcesses) -> str:
+    return redis_cluster.url
+
+
+@pytest.fixture
+def app_name() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
