@@ -151,7 +151,10 @@ class JobExecutor:
                 except asyncio.CancelledError:
                     # A hard stop. The task group cancels each job once, but a job that
                     # polls Redis itself may drop that (see cancel_and_wait): insist, or
-                    # the group would wait for it forever.
+                    # the group would wait for it forever. The loops stop first, so the
+                    # jobs' "put back" outcomes wait for the finisher's last_chance.
+                    for task in loops:
+                        task.cancel()
                     await cancel_and_wait(list(self._running))
                     raise
                 self.finisher.close()
@@ -504,6 +507,11 @@ class Finisher:
             batch, self._pending = self._pending, []
             try:
                 refused = await self.store.finish(self.executor, batch, self.results_ttl)
+            except asyncio.CancelledError:
+                # Stopped at once mid-send: whether it landed is unknown, so the batch
+                # stays pending for last_chance (a late outcome is refused by its ticket).
+                self._pending = batch + self._pending
+                raise
             except TransportError as exc:
                 reraise_if_cancelled(exc)
                 self._pending = batch + self._pending
