@@ -326,7 +326,7 @@ class RedisTransport(Transport):
         return RedisSchemaStore(self.redis, app, stream, self.layout)
 
     def sync_log(self) -> RedisLog:
-        return RedisLog(self.url)
+        return RedisLog(self.url, self.layout)
 
 
 def check_replicated(acknowledged: int, wanted: int, timeout_ms: int, where: str = "") -> None:

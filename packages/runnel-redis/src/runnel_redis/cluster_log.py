@@ -1,0 +1,199 @@
+"""The partition logs on a Redis Cluster, over redis-py's synchronous ``RedisCluster``.
+
+Keys are the cluster layout's, so a partition's stream is in one slot. Lengths, bounds and
+reads go one key per command, pipelined (redis-py splits a pipeline by node). An append is
+one APPEND script call per partition (whole or not at all, in order), all of them in one
+pipeline: a chunk over several partitions is therefore no longer all or none, and when a
+part fails, :class:`PartlyAppended` says which partitions' parts are in the store.
+
+The cluster client keeps its retries (they follow MOVED, ASK and failovers); an append
+whose reply was lost may then be applied twice, which at-least-once delivery allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from redis.cluster import RedisCluster
+from redis.exceptions import ResponseError
+
+from runnel.synclog import Entries, Extent, LogError, SyncLog, next_id
+from runnel.transport import Fields, PartitionId
+from runnel.urls import redact
+from runnel_redis import scripts
+from runnel_redis.layout import Cluster
+
+
+class PartlyAppended(LogError):
+    """Some partitions' parts of an append are in the store, others are not (or may not be).
+
+    ``written``: the partitions whose entries were all appended; ``refused``: those whose
+    part was refused (nothing of it written); ``unknown``: those whose reply was lost."""
+
+    def __init__(
+        self,
+        message: str,
+        written: list[PartitionId],
+        refused: list[PartitionId],
+        unknown: list[PartitionId],
+    ) -> None:
+        super().__init__(message)
+        self.written = written
+        self.refused = refused
+        self.unknown = unknown
+
+
+class ClusterLog(SyncLog):
+    """Partitions are streams under the cluster layout's keys; one client per object.
+
+    ``url`` is the transport's (``redis+cluster://`` or ``rediss+cluster://``): the layout
+    follows from it, so the log still pickles as its URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.layout = Cluster()
+        self._cluster: RedisCluster | None = None
+        self._keys: dict[PartitionId, str] = {}
+
+    def __repr__(self) -> str:
+        return f"<ClusterLog {redact(self.url)}>"
+
+    @property
+    def cluster(self) -> RedisCluster:
+        if self._cluster is None:
+            from runnel_redis.cluster import client_url
+
+            self._cluster = RedisCluster.from_url(client_url(self.url), decode_responses=False)
+        return self._cluster
+
+    def _key(self, partition: PartitionId) -> str:
+        key = self._keys.get(partition)
+        if key is None:
+            key = self._keys[partition] = self.layout.partition(*partition)
+        return key
+
+    def _pipelined(self, calls: Sequence[tuple[Any, ...]], what: str) -> list[Any]:
+        """Replies in order, an error reply as its exception; a failure of the whole
+        pipeline (no node reachable) as a LogError."""
+        if not calls:
+            return []
+        try:
+            with self.cluster.pipeline() as pipe:
+                for call in calls:
+                    pipe.execute_command(*call)
+                return list(pipe.execute(raise_on_error=False))
+        except Exception as exc:  # redis-py's cluster errors are not all RedisErrors
+            raise self._failed(what, exc) from exc
+
+    def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
+        calls: list[tuple[Any, ...]] = []
+        for key in map(self._key, partitions):
+            calls += (
+                ("XLEN", key),
+                ("XRANGE", key, "-", "+", "COUNT", 1),
+                ("XREVRANGE", key, "+", "-", "COUNT", 1),
+            )
+        what = "reading the extents of partitions"
+        replies = self._pipelined(calls, what)
+        self._raise_first(replies, what)
+        out = []
+        for i in range(0, len(replies), 3):
+            length, first, last = replies[i : i + 3]
+            out.append(Extent(int(length), _first_id(first), _first_id(last)))
+        return out
+
+    def read(self, partition: PartitionId, first: str, last: str, count: int) -> Iterator[Entries]:
+        client = self.cluster
+        key = self._key(partition)
+        while True:
+            try:
+                page = client.xrange(key, first, last, count=count)
+            except Exception as exc:
+                raise self._failed(f"reading {key} from {first}", exc) from exc
+            if not page:
+                return
+            yield [(xid, fields or {}) for xid, fields in page]  # type: ignore[union-attr]
+            if len(page) < count:  # type: ignore[arg-type]
+                return
+            first = next_id(page[-1][0].decode())  # type: ignore[index]
+
+    def nth_ids(self, ranges: Sequence[tuple[PartitionId, str, str, int]]) -> list[str | None]:
+        calls = [
+            ("EVAL", scripts.NTH_ID, 1, self._key(partition), first, last, n)
+            for partition, first, last, n in ranges
+        ]
+        what = "bounding reads"
+        replies = self._pipelined(calls, what)
+        self._raise_first(replies, what)
+        return [reply.decode() if reply else None for reply in replies]
+
+    def append(
+        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+    ) -> None:
+        """One APPEND call per partition (its entries in order, whole or not at all), in
+        one pipeline; :class:`PartlyAppended` when some partitions' parts are in and
+        others not."""
+        if not entries:
+            return
+        groups: dict[PartitionId, list[Any]] = {}
+        trim = maxlen if maxlen is not None else b""
+        for partition, fields in entries:
+            args = groups.get(partition)
+            if args is None:
+                args = groups[partition] = [trim]
+            args += (1, len(fields))
+            for item in fields.items():
+                args += item
+        calls = [
+            ("EVAL", scripts.APPEND, 1, self._key(partition), *args)
+            for partition, args in groups.items()
+        ]
+        what = f"appending {len(entries)} entries to {len(groups)} partitions"
+        replies = self._pipelined(calls, what)
+        written, refused, unknown = [], [], []
+        first_error: Exception | None = None
+        for partition, reply in zip(groups, replies, strict=True):
+            if not isinstance(reply, Exception):
+                written.append(partition)
+                continue
+            first_error = first_error or reply
+            # An error reply means the script wrote nothing (it checks before writing);
+            # a lost connection leaves it unknown whether it ran.
+            (refused if isinstance(reply, ResponseError) else unknown).append(partition)
+        if first_error is None:
+            return
+        if not written:
+            raise self._failed(what, first_error) from first_error
+        message = (
+            f"{redact(self.url)}: {what} failed part-way: the entries of partitions "
+            f"{_numbers(written)} are in the store"
+            + (f", those of {_numbers(refused)} were not written" if refused else "")
+            + (f", those of {_numbers(unknown)} may or may not be" if unknown else "")
+            + f" ({type(first_error).__name__}: {first_error})"
+        )
+        raise PartlyAppended(message, written, refused, unknown) from first_error
+
+    def _raise_first(self, replies: Sequence[Any], what: str) -> None:
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise self._failed(what, reply) from reply
+
+    def _failed(self, what: str, exc: Exception) -> LogError:
+        return LogError(f"{redact(self.url)}: {what} failed ({type(exc).__name__}: {exc})")
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def _numbers(partitions: Sequence[PartitionId]) -> str:
+    """Partitions as the stream and their numbers (an append is to one stream)."""
+    streams = sorted({f"{p.app}.{p.stream}" for p in partitions})
+    numbers = ", ".join(str(p.number) for p in partitions)
+    return f"{'/'.join(streams)} [{numbers}]"
+
+
+def _first_id(reply: Any) -> str | None:
+    return reply[0][0].decode() if reply else None
