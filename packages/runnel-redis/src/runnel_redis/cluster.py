@@ -23,6 +23,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from runnel.coordination import ReadResult
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
+from runnel.synclog import SyncLog
 from runnel.transport import Fields, PartitionId, Position
 from runnel_redis import scripts
 from runnel_redis.cluster_log import ClusterLog
@@ -295,7 +296,7 @@ class RedisClusterTransport(RedisTransport):
     def schema_store(self, app: str, stream: str) -> ClusterSchemaStore:
         return ClusterSchemaStore(self.redis, app, stream, self.layout)
 
-    def sync_log(self) -> ClusterLog:
+    def sync_log(self) -> SyncLog:
         """The partition logs for Spark: keys by the cluster layout, one append script
         per partition (see :mod:`runnel_redis.cluster_log`)."""
         return ClusterLog(self.url)

@@ -18,30 +18,11 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from runnel.synclog import Entries, Extent, LogError, SyncLog, next_id
+from runnel.synclog import Entries, Extent, LogError, PartlyAppended, SyncLog, next_id
 from runnel.transport import Fields, PartitionId
 from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster
-
-
-class PartlyAppended(LogError):
-    """Some partitions' parts of an append are in the store, others are not (or may not be).
-
-    ``written``: the partitions whose entries were all appended; ``refused``: those whose
-    part was refused (nothing of it written); ``unknown``: those whose reply was lost."""
-
-    def __init__(
-        self,
-        message: str,
-        written: list[PartitionId],
-        refused: list[PartitionId],
-        unknown: list[PartitionId],
-    ) -> None:
-        super().__init__(message)
-        self.written = written
-        self.refused = refused
-        self.unknown = unknown
 
 
 class ClusterLog(SyncLog):
@@ -108,15 +89,15 @@ class ClusterLog(SyncLog):
         key = self._key(partition)
         while True:
             try:
-                page = client.xrange(key, first, last, count=count)
+                page: Any = client.xrange(key, first, last, count=count)
             except Exception as exc:
                 raise self._failed(f"reading {key} from {first}", exc) from exc
             if not page:
                 return
-            yield [(xid, fields or {}) for xid, fields in page]  # type: ignore[union-attr]
-            if len(page) < count:  # type: ignore[arg-type]
+            yield page  # redis-py's (id, fields) pairs: our Entries already
+            if len(page) < count:
                 return
-            first = next_id(page[-1][0].decode())  # type: ignore[index]
+            first = next_id(page[-1][0].decode())
 
     def nth_ids(self, ranges: Sequence[tuple[PartitionId, str, str, int]]) -> list[str | None]:
         calls = [
@@ -151,7 +132,9 @@ class ClusterLog(SyncLog):
         ]
         what = f"appending {len(entries)} entries to {len(groups)} partitions"
         replies = self._pipelined(calls, what)
-        written, refused, unknown = [], [], []
+        written: list[PartitionId] = []
+        refused: list[PartitionId] = []
+        unknown: list[PartitionId] = []
         first_error: Exception | None = None
         for partition, reply in zip(groups, replies, strict=True):
             if not isinstance(reply, Exception):
