@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from redis.cluster import RedisCluster
 
+from runnel.exceptions import NotReplicated
 from runnel.settings import Settings
 from runnel.synclog import LogError, PartlyAppended, next_id
 from runnel.transport import PartitionId, transport_for
@@ -113,6 +114,25 @@ def test_the_log_of_a_cluster_transport(redis_cluster_url: str) -> None:
         assert hash_tag(log._key(PartitionId("a", "s", 1))) == "a.s.1"
     finally:
         log.close()
+
+
+def test_appends_wait_for_replicas_when_asked(
+    redis_cluster_replicas: RedisClusterProcesses,
+) -> None:
+    parts = [PartitionId("app", "w", n) for n in range(4)]
+    chunk = [(parts[i % 4], {b"data": str(i).encode()}) for i in range(12)]
+    # The setting travels with the pickled log: Spark's executors wait too.
+    log = pickle.loads(pickle.dumps(ClusterLog(redis_cluster_replicas.url, 1, 5000)))
+    more = ClusterLog(redis_cluster_replicas.url, 2, 50)  # one replica per master only
+    try:
+        assert log.wait_replicas == 1
+        log.append(chunk)
+        with pytest.raises(NotReplicated, match=r"only 1 of the 2 replicas .* \(master "):
+            more.append(chunk)
+        assert sum(e.length for e in log.extents(parts)) == 24  # in, though not replicated enough
+    finally:
+        log.close()
+        more.close()
 
 
 @pytest.fixture

@@ -63,12 +63,15 @@ def test_bad_layout_and_wait_settings_are_refused() -> None:
 async def test_spark_on_a_cluster_gets_the_cluster_log() -> None:
     """Spark's sync log on a cluster keys partitions by the cluster layout, and pickles as
     its URL (the layout follows from the scheme); the password is never shown."""
-    cluster = transport_for("redis+cluster://user:secret@127.0.0.1:1", Settings())
+    cluster = transport_for(
+        "redis+cluster://user:secret@127.0.0.1:1", Settings(wait_replicas=1, wait_timeout=2)
+    )
     try:
         log = cluster.sync_log()
         assert isinstance(log, ClusterLog)
         copy = pickle.loads(pickle.dumps(log))
         assert isinstance(copy, ClusterLog) and copy.url == log.url
+        assert (copy.wait_replicas, copy.wait_timeout_ms) == (1, 2000)
         assert copy._key(PartitionId("a", "s", 2)) == "__strm:{a.s.2}"
         assert "secret" not in repr(copy)
     finally:

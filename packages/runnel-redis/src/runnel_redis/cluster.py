@@ -298,8 +298,8 @@ class RedisClusterTransport(RedisTransport):
 
     def sync_log(self) -> SyncLog:
         """The partition logs for Spark: keys by the cluster layout, one append script
-        per partition (see :mod:`runnel_redis.cluster_log`)."""
-        return ClusterLog(self.url)
+        per partition, WAIT as for sends (see :mod:`runnel_redis.cluster_log`)."""
+        return ClusterLog(self.url, self.wait_replicas, self.wait_timeout_ms)
 
 
 @guarded

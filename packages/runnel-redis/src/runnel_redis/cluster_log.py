@@ -6,6 +6,10 @@ one APPEND script call per partition (whole or not at all, in order), all of the
 pipeline: a chunk over several partitions is therefore no longer all or none, and when a
 part fails, :class:`PartlyAppended` says which partitions' parts are in the store.
 
+With the transport's ``wait_replicas``, each master's appends are followed by ``WAIT``
+on the same connection, and too few replicas raise
+:class:`runnel.exceptions.NotReplicated` as a send does.
+
 The cluster client keeps its retries (they follow MOVED, ASK and failovers); an append
 whose reply was lost may then be applied twice, which at-least-once delivery allows.
 """
@@ -23,6 +27,7 @@ from runnel.transport import Fields, PartitionId
 from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster
+from runnel_redis.transport import check_replicated
 
 
 class ClusterLog(SyncLog):
@@ -31,11 +36,25 @@ class ClusterLog(SyncLog):
     ``url`` is the transport's (``redis+cluster://`` or ``rediss+cluster://``): the layout
     follows from it, so the log still pickles as its URL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
         self.url = url
         self.layout = Cluster()
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self._cluster: RedisCluster | None = None
         self._keys: dict[PartitionId, str] = {}
+        self._acked: dict[str, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The URL, and the transport's ``wait_replicas`` when it asks for replicas."""
+        state = super().__getstate__()
+        if self.wait_replicas:
+            state["wait"] = (self.wait_replicas, self.wait_timeout_ms)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        replicas, timeout_ms = state.get("wait", (0, 1000))
+        self.__init__(state["url"], int(replicas), int(timeout_ms))  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"<ClusterLog {redact(self.url)}>"
@@ -43,7 +62,7 @@ class ClusterLog(SyncLog):
     @property
     def cluster(self) -> RedisCluster:
         if self._cluster is None:
-            from runnel_redis.cluster import client_url
+            from runnel_redis.cluster import client_url  # (cluster.py imports this module)
 
             self._cluster = RedisCluster.from_url(client_url(self.url), decode_responses=False)
         return self._cluster
@@ -54,18 +73,44 @@ class ClusterLog(SyncLog):
             key = self._keys[partition] = self.layout.partition(*partition)
         return key
 
-    def _pipelined(self, calls: Sequence[tuple[Any, ...]], what: str) -> list[Any]:
+    def _pipelined(
+        self, calls: Sequence[tuple[Any, ...]], what: str, nodes: Sequence[Any] = ()
+    ) -> list[Any]:
         """Replies in order, an error reply as its exception; a failure of the whole
-        pipeline (no node reachable) as a LogError."""
+        pipeline (no node reachable) as a LogError. With ``nodes`` (one per call), each
+        call goes to its node, and a WAIT follows each node's calls on its connection
+        (one pipeline keeps one connection per node): its reply comes last, per node."""
         if not calls:
             return []
         try:
             with self.cluster.pipeline() as pipe:
-                for call in calls:
-                    pipe.execute_command(*call)
-                return list(pipe.execute(raise_on_error=False))
+                if not nodes:
+                    for call in calls:
+                        pipe.execute_command(*call)
+                    return list(pipe.execute(raise_on_error=False))
+                by_node: dict[str, tuple[Any, list[int]]] = {}
+                for n, node in enumerate(nodes):
+                    by_node.setdefault(node.name, (node, []))[1].append(n)
+                order: list[int] = []
+                for node, members in by_node.values():
+                    for n in members:
+                        pipe.execute_command(*calls[n], target_nodes=node)
+                    pipe.execute_command(
+                        "WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node
+                    )
+                    order += (*members, -1)
+                got = pipe.execute(raise_on_error=False)
         except Exception as exc:  # redis-py's cluster errors are not all RedisErrors
             raise self._failed(what, exc) from exc
+        replies: list[Any] = [None] * len(calls)
+        self._acked = {}
+        names = iter(by_node)
+        for n, reply in zip(order, got, strict=True):
+            if n >= 0:
+                replies[n] = reply
+            else:
+                self._acked[next(names)] = reply if isinstance(reply, int) else 0
+        return replies
 
     def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
         calls: list[tuple[Any, ...]] = []
@@ -131,7 +176,14 @@ class ClusterLog(SyncLog):
             for partition, args in groups.items()
         ]
         what = f"appending {len(entries)} entries to {len(groups)} partitions"
-        replies = self._pipelined(calls, what)
+        if self.wait_replicas:
+            cluster = self.cluster
+            nodes = [cluster.get_node_from_key(self._key(p)) for p in groups]
+            if any(node is None for node in nodes):
+                raise self._failed(what, ConnectionError("the cluster's slot map is incomplete"))
+            replies = self._pipelined(calls, what, nodes)
+        else:
+            replies = self._pipelined(calls, what)
         written: list[PartitionId] = []
         refused: list[PartitionId] = []
         unknown: list[PartitionId] = []
@@ -145,6 +197,10 @@ class ClusterLog(SyncLog):
             # a lost connection leaves it unknown whether it ran.
             (refused if isinstance(reply, ResponseError) else unknown).append(partition)
         if first_error is None:
+            if self.wait_replicas:
+                for node, count in self._acked.items():
+                    where = f" (master {node})"
+                    check_replicated(count, self.wait_replicas, self.wait_timeout_ms, where)
             return
         if not written:
             raise self._failed(what, first_error) from first_error
