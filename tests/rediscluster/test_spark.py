@@ -190,3 +190,27 @@ def test_spark_writes_a_dataframe_to_the_cluster_and_reads_it_back(
     )
     query.awaitTermination()
     check(spark.sql("select * from cluster_pings").collect())
+
+
+def test_a_task_failing_part_way_says_which_partitions_of_the_chunk_are_in(
+    spark: Any, streams: ModuleType, redis_cluster_url: str, client: RedisCluster
+) -> None:
+    # 30 rows for partition 0, then a chunk mixing partitions 0 and 1; 1 is unwritable.
+    stream = streams.pings_out
+    keys = [f"k{i}" for i in range(200)]
+    zero = [k for k in keys if stream.partition_number(streams.Ping(key=k, n=0)) == 0][:3]
+    one = [k for k in keys if stream.partition_number(streams.Ping(key=k, n=0)) == 1][0]
+    rows = [(zero[i % 3], i) for i in range(30)]
+    rows += [(zero[0] if i % 2 else one, i) for i in range(30, 40)]
+    client.set(LAYOUT.partition("sparkt", "pings_out", 1), "not a stream")
+    df = spark.createDataFrame(rows, "key string, n long").coalesce(1)
+    with pytest.raises(Exception) as failure:
+        write(df, stream, redis_cluster_url, chunkSize="10")
+    assert (
+        "appending the 40 rows of Spark partition 0 (attempt 0) failed after 30: rows 1-30 "
+        "are in the stream; of rows 31-40 (the chunk in flight) those to stream partitions 0 "
+        "are in, those to stream partitions 1 are not; the rest are not"
+    ) in str(failure.value)
+    written = client.xrange(LAYOUT.partition("sparkt", "pings_out", 0))
+    expected = [*range(30), *range(31, 40, 2)]
+    assert [stream.decode(fields).n for _, fields in written] == expected
