@@ -199,7 +199,7 @@ def test_a_task_failing_part_way_says_which_partitions_of_the_chunk_are_in(
     stream = streams.pings_out
     keys = [f"k{i}" for i in range(200)]
     zero = [k for k in keys if stream.partition_number(streams.Ping(key=k, n=0)) == 0][:3]
-    one = [k for k in keys if stream.partition_number(streams.Ping(key=k, n=0)) == 1][0]
+    one = next(k for k in keys if stream.partition_number(streams.Ping(key=k, n=0)) == 1)
     rows = [(zero[i % 3], i) for i in range(30)]
     rows += [(zero[0] if i % 2 else one, i) for i in range(30, 40)]
     client.set(LAYOUT.partition("sparkt", "pings_out", 1), "not a stream")
