@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,6 +11,7 @@ from runnel.exceptions import Misconfigured
 from runnel.settings import Settings
 from runnel.transport import PartitionId, transport_for
 from runnel_redis.cluster import RedisClusterTransport, client_url
+from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.transport import RedisTransport
 
 
@@ -57,12 +60,34 @@ def test_bad_layout_and_wait_settings_are_refused() -> None:
         Settings(wait_timeout=0)
 
 
-async def test_spark_on_a_cluster_is_refused_clearly() -> None:
-    """The sync log speaks to one server; on a cluster it says so rather than misroute."""
-    cluster = transport_for("redis+cluster://user:secret@127.0.0.1:1", Settings())
+async def test_spark_on_a_cluster_gets_the_cluster_log() -> None:
+    """Spark's sync log on a cluster keys partitions by the cluster layout, and pickles as
+    its URL (the layout follows from the scheme); the password is never shown."""
+    cluster = transport_for(
+        "redis+cluster://user:secret@127.0.0.1:1", Settings(wait_replicas=1, wait_timeout=2)
+    )
     try:
-        with pytest.raises(Misconfigured, match="Spark on a Redis Cluster") as caught:
-            cluster.sync_log()
-        assert "secret" not in str(caught.value)
+        log = cluster.sync_log()
+        assert isinstance(log, ClusterLog)
+        copy = pickle.loads(pickle.dumps(log))
+        assert isinstance(copy, ClusterLog) and copy.url == log.url
+        assert (copy.wait_replicas, copy.wait_timeout_ms) == (1, 2000)
+        assert copy._key(PartitionId("a", "s", 2)) == "__strm:{a.s.2}"
+        assert "secret" not in repr(copy)
     finally:
         await cluster.aclose()
+
+
+async def test_a_single_redis_log_follows_a_chosen_layout() -> None:
+    """A single Redis given the cluster layout (redis_key_layout) reads and writes the
+    same keys from Spark; the layout travels with the pickled log."""
+    single = transport_for("redis://127.0.0.1:1", Settings(redis_key_layout="cluster"))
+    classic = transport_for("redis://127.0.0.1:1", Settings())
+    try:
+        copy = pickle.loads(pickle.dumps(single.sync_log()))
+        assert copy._key(PartitionId("a", "s", 2)) == "__strm:{a.s.2}"
+        plain = pickle.loads(pickle.dumps(classic.sync_log()))
+        assert plain._key(PartitionId("a", "s", 2)) == "__strm:a.s.2"
+    finally:
+        await single.aclose()
+        await classic.aclose()

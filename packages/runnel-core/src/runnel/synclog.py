@@ -3,7 +3,8 @@
 Batch engines (Spark) plan on one process and read or write on many others, none of them
 in an event loop. A :class:`SyncLog` gives them what they need of a store without the
 rest of the runtime: how much each partition holds, its entries between two ids, and
-appends through the same all-or-none path as :meth:`runnel.stream.Stream.send`. A transport
+appends through the same path as :meth:`runnel.stream.Stream.send` (all or none on one
+Redis, per partition on a cluster). A transport
 provides it (:meth:`runnel.transport.Transport.sync_log`); it pickles as its URL, so it
 can be shipped to other processes, where it connects again on first use.
 
@@ -26,6 +27,25 @@ Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 class LogError(TransportError):
     """The store failed a read or an append (a lost connection, a refusal)."""
+
+
+class PartlyAppended(LogError):
+    """An append over several partitions failed for some of them, on a store that writes
+    each partition's part whole but not the batch (Redis Cluster): ``written`` are the
+    partitions whose entries are all in, ``refused`` those of which nothing was written,
+    ``unknown`` those whose reply was lost (written or not)."""
+
+    def __init__(
+        self,
+        message: str,
+        written: Sequence[PartitionId],
+        refused: Sequence[PartitionId] = (),
+        unknown: Sequence[PartitionId] = (),
+    ) -> None:
+        super().__init__(message)
+        self.written = list(written)
+        self.refused = list(refused)
+        self.unknown = list(unknown)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +82,10 @@ class SyncLog(abc.ABC):
     def append(
         self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
     ) -> None:
-        """Append ``(partition, fields)`` entries in order, all or none, in one round
-        trip; each partition is trimmed to about ``maxlen`` entries."""
+        """Append ``(partition, fields)`` entries in order, in one round trip; each
+        partition is trimmed to about ``maxlen`` entries. All or none where the store can
+        (one Redis); else all or none per partition, and :class:`PartlyAppended` says
+        which partitions' entries are in when some failed."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -23,9 +23,10 @@ from redis.exceptions import NoScriptError, ResponseError
 from runnel.coordination import ReadResult
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
+from runnel.synclog import SyncLog
 from runnel.transport import Fields, PartitionId, Position
-from runnel.urls import redact
 from runnel_redis import scripts
+from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.coordination import (
     RedisCoordination,
     RedisLeadership,
@@ -36,7 +37,6 @@ from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded
-from runnel_redis.synclog import RedisLog
 from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
 
 _POLL = 0.02
@@ -296,11 +296,10 @@ class RedisClusterTransport(RedisTransport):
     def schema_store(self, app: str, stream: str) -> ClusterSchemaStore:
         return ClusterSchemaStore(self.redis, app, stream, self.layout)
 
-    def sync_log(self) -> RedisLog:
-        raise Misconfigured(
-            f"{redact(self.url)}: Spark on a Redis Cluster is not supported yet "
-            "(read and write a single redis-server)"
-        )
+    def sync_log(self) -> SyncLog:
+        """The partition logs for Spark: keys by the cluster layout, one append script
+        per partition, WAIT as for sends (see :mod:`runnel_redis.cluster_log`)."""
+        return ClusterLog(self.url, self.wait_replicas, self.wait_timeout_ms)
 
 
 @guarded

@@ -20,7 +20,8 @@ from redis.retry import Retry
 from runnel.synclog import Entries, Extent, LogError, SyncLog, next_id
 from runnel.transport import Fields, PartitionId
 from runnel.urls import redact
-from runnel_redis import keys, resp, scripts
+from runnel_redis import resp, scripts
+from runnel_redis.layout import Classic, KeyLayout, layout_for
 
 _RAW = ("XRANGE", "XREVRANGE", "XLEN")
 _EVALSHA_APPEND = resp.arguments(("EVALSHA", hashlib.sha1(scripts.APPEND.encode()).hexdigest()))
@@ -28,10 +29,12 @@ _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 
 
 class RedisLog(SyncLog):
-    """Partitions are Redis streams (``keys.partition``); one client per object."""
+    """Partitions are Redis streams under ``layout``'s keys (classic unless a setting chose
+    the cluster layout for a single Redis); one client per object."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, layout: KeyLayout | None = None) -> None:
         self.url = url
+        self.layout = layout or Classic()
         self._redis: redis.Redis | None = None
         self._keys: dict[PartitionId, str] = {}
 
@@ -52,8 +55,19 @@ class RedisLog(SyncLog):
     def _key(self, partition: PartitionId) -> str:
         key = self._keys.get(partition)
         if key is None:
-            key = self._keys[partition] = keys.partition(*partition)
+            key = self._keys[partition] = self.layout.partition(*partition)
         return key
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The URL, and the layout's name when it is not the classic one."""
+        state = super().__getstate__()
+        if self.layout.name != Classic.name:
+            state["layout"] = self.layout.name
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        name = state.get("layout")
+        self.__init__(state["url"], layout_for(state["url"], name) if name else None)  # type: ignore[misc]
 
     def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
         try:

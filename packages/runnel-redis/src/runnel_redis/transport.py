@@ -11,6 +11,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from runnel.exceptions import EntryIdError, NotReplicated
+from runnel.synclog import SyncLog
 from runnel.transport import Fields, PartitionId, Transport
 from runnel.urls import redact
 from runnel_redis import errors, resp, scripts
@@ -325,8 +326,8 @@ class RedisTransport(Transport):
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
         return RedisSchemaStore(self.redis, app, stream, self.layout)
 
-    def sync_log(self) -> RedisLog:
-        return RedisLog(self.url)
+    def sync_log(self) -> SyncLog:
+        return RedisLog(self.url, self.layout)
 
 
 def check_replicated(acknowledged: int, wanted: int, timeout_ms: int, where: str = "") -> None:

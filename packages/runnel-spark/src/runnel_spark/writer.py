@@ -5,7 +5,8 @@ route with the stream's hasher, encode), so a key lands in the partition a Pytho
 producer would pick. It checks every row before it sends any, so a bad row fails the task
 with nothing of it written; then it appends the rows in order through the store's
 synchronous log, ``chunkSize`` per round trip, each chunk all or none (the same append
-``stream.send`` uses), trimming each partition to about ``partition_size``.
+``stream.send`` uses; on a Redis Cluster, all or none per stream partition), trimming
+each partition to about ``partition_size``.
 
 Delivery is at least once. A task that fails while sending says how far it got; when
 Spark runs it again, the new attempt sends all its rows again, so the chunks the failed
@@ -35,7 +36,7 @@ from pyspark.sql.types import StructType
 from runnel.cli.common import describe, shown_plain
 from runnel.exceptions import Misconfigured, RunnelError
 from runnel.stream import Stream
-from runnel.synclog import LogError
+from runnel.synclog import LogError, PartlyAppended
 from runnel_spark.schema import into_record
 from runnel_spark.target import Target
 
@@ -161,6 +162,13 @@ def append(target: Target, stream: Stream, entries: list[Any], place: str) -> No
         chunk = entries[start : start + target.chunk]
         try:
             log.append(chunk, stream.partition_size)
+        except PartlyAppended as exc:
+            raise WriteFailed(
+                f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
+                f"{sent}: rows 1-{sent} are in the stream; of rows {sent + 1}-{sent + len(chunk)} "
+                f"(the chunk in flight) {_parts(exc)}; the rest are not; a retry of the task "
+                f"appends all of them again ({exc})"
+            ) from exc
         except LogError as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
@@ -169,6 +177,20 @@ def append(target: Target, stream: Stream, entries: list[Any], place: str) -> No
                 f"a retry of the task appends all of them again ({exc})"
             ) from exc
         sent += len(chunk)
+
+
+def _parts(exc: PartlyAppended) -> str:
+    """Which stream partitions' rows of a chunk are in, are not, or may be."""
+    said = [
+        f"those to stream partitions {', '.join(str(p.number) for p in parts)} {verb}"
+        for parts, verb in (
+            (exc.written, "are in"),
+            (exc.refused, "are not"),
+            (exc.unknown, "may be"),
+        )
+        if parts
+    ]
+    return ", ".join(said)
 
 
 def _show(row: dict[str, Any]) -> str:
