@@ -10,6 +10,11 @@ Cluster on the same machine, in one run.
    core each worker process and each redis-server used meanwhile. The machine has 2
    cores shared by the workers and every redis-server: a cluster cannot scale here, it
    only spreads the servers' part; the figures say where the cores went.
+3. Waiting: one in-process worker with nothing to do, then sent one event at a time:
+   the commands per second the servers serve while it idles, and the time from a send
+   to its processing (median, 99th percentile). On the cluster both ways a fetcher can
+   wait: a blocking read per partition (the default) and looking every 20 ms (what it
+   does over more than ``MAX_BLOCKING`` partitions).
 
 docs/cluster.md quotes the figures. Not part of the suite's targets.
 """
@@ -37,9 +42,11 @@ from benchmarks.harness import RedisCpu
 from benchmarks.jobs import cpu_seconds
 from runnel import App, Record
 from runnel.processing.worker import Worker
+from runnel_redis import cluster as cluster_transport
 
 PARTITIONS = 16
 BATCH = 100
+SAMPLES = 200
 
 
 class Event(Record):
@@ -147,6 +154,52 @@ def two_workers(url: str, plain: str, servers: list[str], total: int) -> dict[st
     return {"rate": total / elapsed, "cpu": shares, "redis_cpu": servers_share}
 
 
+def commands_served(servers: list[str]) -> int:
+    total = 0
+    for url in servers:
+        with redis.Redis.from_url(url) as client:
+            total += int(client.info("stats")["total_commands_processed"])
+    return total
+
+
+async def waiting(
+    url: str, servers: list[str], samples: int, idle: float = 2.0
+) -> dict[str, float]:
+    """Commands/s the servers serve while a worker idles; send-to-processed latency."""
+    app = App(name=f"wait{time.monotonic_ns()}", redis_url=url, default_join_delay=0)
+    stream = app.stream("events", record=Event, partition_by="key", partition_count=PARTITIONS)
+    arrived: asyncio.Queue[float] = asyncio.Queue()
+
+    @app.processor(stream)
+    async def note(records):
+        async for _ in records:
+            arrived.put_nowait(time.perf_counter())
+
+    worker = Worker(app)
+    task = asyncio.create_task(worker.run())
+    await stream.send(Event(key="warm", n=0))
+    await arrived.get()
+    await asyncio.sleep(0.5)  # settled: partitions owned, fetchers waiting
+    before = commands_served(servers)
+    await asyncio.sleep(idle)
+    idle_rate = (commands_served(servers) - before) / idle
+    took = []
+    for n in range(samples):
+        started = time.perf_counter()
+        await stream.send(Event(key=f"k{n}", n=n))
+        took.append((await arrived.get()) - started)
+        await asyncio.sleep(0.005)  # let the fetcher go back to waiting
+    worker.stop()
+    await task
+    await app.aclose()
+    took.sort()
+    return {
+        "idle": idle_rate,
+        "p50": took[len(took) // 2] * 1000,
+        "p99": took[int(len(took) * 0.99)] * 1000,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster", description=__doc__)
     parser.add_argument("--events", type=int, default=20_000)
@@ -199,6 +252,27 @@ def run(events: int = 20_000, backlog: int = 50_000) -> None:
             print(
                 f"  {name:<30} {got['rate']:>8.0f} events/s; CPU (of one core each): "
                 f"workers {workers}, redis-server {redis_cpu}",
+                flush=True,
+            )
+        print(
+            f"one idle worker ({PARTITIONS} partitions), then {SAMPLES} events sent one at a time:"
+        )
+        cases = [
+            ("redis:// (1 redis-server)", single, [single], None),
+            ("redis+cluster://, blocking reads", cluster.url, masters, None),
+            ("redis+cluster://, looking every 20 ms", cluster.url, masters, 0),
+        ]
+        for name, url, servers, cap in cases:
+            saved = cluster_transport.MAX_BLOCKING
+            if cap is not None:
+                cluster_transport.MAX_BLOCKING = cap
+            try:
+                got = asyncio.run(waiting(url, servers, SAMPLES))
+            finally:
+                cluster_transport.MAX_BLOCKING = saved
+            print(
+                f"  {name:<38} idle: {got['idle']:>6.0f} commands/s; send to processed: "
+                f"median {got['p50']:.2f} ms, p99 {got['p99']:.2f} ms",
                 flush=True,
             )
     print(

@@ -12,6 +12,7 @@ MOVED and ASK for each call. docs/cluster.md says what works and what does not y
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
@@ -38,9 +39,19 @@ from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded
 from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
+from runnel_redis.watch import Watch
 
 _POLL = 0.02
-"""Seconds between the non-blocking looks of :meth:`RedisClusterTransport.wait_for_new`."""
+"""Seconds between the non-blocking looks of :meth:`RedisClusterTransport.wait_for_new`
+when it watches more partitions than :data:`MAX_BLOCKING`."""
+
+MAX_BLOCKING = 64
+"""Partitions one wait watches with a blocking read each (a connection each); a wait
+over more looks every :data:`_POLL` seconds instead."""
+
+_WATCH_CONNECTIONS = 1024
+"""Connections per node for blocking reads (their own client, so that they never take
+the connections the other calls need); a bound, not a pool kept open."""
 
 
 def client_url(url: str) -> str:
@@ -56,7 +67,7 @@ class ClusterScript:
     def __init__(self, client: RedisCluster, text: str) -> None:
         self.client = client
         self.text = text
-        self.sha = hashlib.sha1(text.encode()).hexdigest()
+        self.sha = _sha(text)
 
     async def __call__(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         try:
@@ -71,17 +82,77 @@ class ClusterScript:
 
 async def _pipelined(client: RedisCluster, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
     """Run commands as one pipeline (grouped by node, nodes in parallel); replies in
-    order, an error reply as its exception."""
+    order, an error reply as its exception.
+
+    Scripts (:func:`_eval`) go as ``EVALSHA``; the ones a node does not know yet come
+    back ``NOSCRIPT`` without having run, and are sent again as ``EVAL`` (which leaves
+    the script in that node's cache), so the text crosses the network once per node."""
     if not calls:
         return []
+    replies = await _pipeline(client, [_by_sha(call) for call in calls])
+    again = [n for n, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if again:
+        for n, reply in zip(again, await _pipeline(client, [calls[n] for n in again]), strict=True):
+            replies[n] = reply
+    return replies
+
+
+async def _pipeline(client: RedisCluster, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """A call may end with a dict of options for redis-py (``target_nodes``)."""
     async with client.pipeline() as pipe:
         for call in calls:
-            pipe.execute_command(*call)
+            if call and isinstance(call[-1], dict):
+                pipe.execute_command(*call[:-1], **call[-1])
+            else:
+                pipe.execute_command(*call)
         return list(await pipe.execute(raise_on_error=False))
+
+
+@functools.cache
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 def _eval(text: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
     return ("EVAL", text, len(keys), *keys, *args)
+
+
+def _by_sha(call: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An ``EVAL`` call as ``EVALSHA``; any other command as it is."""
+    if call[0] != "EVAL":
+        return call
+    return ("EVALSHA", _sha(call[1]), *call[2:])
+
+
+async def _then_wait(
+    client: RedisCluster,
+    node: ClusterNode,
+    calls: Sequence[tuple[Any, ...]],
+    replicas: int,
+    timeout_ms: int,
+) -> tuple[list[Any], int]:
+    """Writes on one master, then ``WAIT`` in the same pipeline (so on the connection that
+    wrote: WAIT counts the replicas holding that connection's writes). The replies, and
+    how many replicas acknowledged (the fewer of the two rounds when scripts the node did
+    not know had to be sent again)."""
+
+    async def attempt(batch: Sequence[tuple[Any, ...]]) -> tuple[list[Any], int]:
+        async with client.pipeline() as pipe:
+            for call in batch:
+                pipe.execute_command(*call, target_nodes=node)
+            pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
+            got = list(await pipe.execute(raise_on_error=False))
+        wait = got.pop()
+        return got, wait if isinstance(wait, int) else 0
+
+    replies, acked = await attempt([_by_sha(call) for call in calls])
+    again = [n for n, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if again:
+        retried, acked_again = await attempt([calls[n] for n in again])
+        for n, reply in zip(again, retried, strict=True):
+            replies[n] = reply
+        acked = min(acked, acked_again)
+    return replies, acked
 
 
 def _raise_first(replies: Sequence[Any]) -> None:
@@ -117,17 +188,23 @@ class RedisClusterTransport(RedisTransport):
         # The cluster client keeps its own retries: they are how it follows a failover
         # (a connection error, then a refreshed slot map). At least once still holds:
         # an entry a retried read delivered twice stays pending and is read again.
-        self.cluster = RedisCluster.from_url(
-            client_url(url), decode_responses=False, **client_options
-        )
-        for name in _RAW_REPLIES:
-            self.cluster.response_callbacks.pop(name, None)
+        self._client_options = client_options
+        self.cluster = self._new_client()
         # The inherited single-key operations call redis-py commands that both clients have.
         self.redis = cast(Any, self.cluster)
         self._keys: dict[PartitionId, str] = {}
         self._client: Any = None
         self._ensure_group = None
         self._append_at_script = None
+        self._watch: Watch | None = None
+
+    def _new_client(self, **options: Any) -> RedisCluster:
+        client = RedisCluster.from_url(
+            client_url(self.url), decode_responses=False, **{**self._client_options, **options}
+        )
+        for name in _RAW_REPLIES:
+            client.response_callbacks.pop(name, None)
+        return client
 
     def __repr__(self) -> str:
         from runnel.urls import redact
@@ -226,17 +303,15 @@ class RedisClusterTransport(RedisTransport):
         acked: dict[str, int] = {}
 
         async def one(node: ClusterNode, members: list[int]) -> None:
-            async with self.cluster.pipeline() as pipe:
-                for n in members:
-                    pipe.execute_command(*calls[n], target_nodes=node)
-                pipe.execute_command(
-                    "WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node
-                )
-                got = await pipe.execute(raise_on_error=False)
-            for n, reply in zip(members, got, strict=False):
+            got, acked[node.name] = await _then_wait(
+                self.cluster,
+                node,
+                [calls[n] for n in members],
+                self.wait_replicas,
+                self.wait_timeout_ms,
+            )
+            for n, reply in zip(members, got, strict=True):
                 replies[n] = reply
-            wait = got[-1]
-            acked[node.name] = wait if isinstance(wait, int) else 0
 
         await asyncio.gather(*(one(node, members) for node, members in by_node.values()))
         return replies, acked
@@ -246,14 +321,21 @@ class RedisClusterTransport(RedisTransport):
         _raise_first(await _pipelined(self.cluster, calls))
 
     async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
-        """Whether any partition has entries after the given ids, looking every few ms
-        until ``block_ms`` pass: one blocking XREAD cannot name streams of several slots."""
+        """Whether any partition has entries after the given ids within ``block_ms``: a
+        blocking read per partition (:mod:`runnel_redis.watch`), on connections of their
+        own; over more than :data:`MAX_BLOCKING` partitions, a look every few ms."""
+        looks = {self.partition_key(p): b"0-0" if xid is None else xid for p, xid in after.items()}
+        if len(looks) <= MAX_BLOCKING:
+            if self._watch is None:
+                self._watch = Watch(self._new_client(max_connections=_WATCH_CONNECTIONS))
+            return await self._watch.wait(looks, block_ms)
         deadline = time.monotonic() + block_ms / 1000
-        calls = [
-            ("XREAD", "COUNT", 1, "STREAMS", self.partition_key(p), b"0-0" if xid is None else xid)
-            for p, xid in after.items()
-        ]
         while True:
+            await self.cluster.initialize()
+            calls = [
+                ("XREAD", "COUNT", 1, "STREAMS", key, xid, {"target_nodes": self.node_of(key)})
+                for key, xid in looks.items()
+            ]
             replies = await _pipelined(self.cluster, calls)
             _raise_first(replies)
             if any(replies):
@@ -262,6 +344,12 @@ class RedisClusterTransport(RedisTransport):
             if left <= 0:
                 return False
             await asyncio.sleep(min(_POLL, left))
+
+    async def aclose(self) -> None:
+        if self._watch is not None:
+            await self._watch.aclose()
+            self._watch = None
+        await super().aclose()
 
     def client(self) -> Any:
         """A plain redis-py cluster client for the app's URL (``App.redis``)."""
@@ -420,20 +508,22 @@ class ClusterJobStore(RedisJobStore):
                 job.retries,
                 1 if job.results else 0,
             )
-        call = _eval(cast(ClusterScript, self._enqueue).text, self._queue_keys, args)
         if not self.wait_replicas:
-            added = await self._cluster.execute_command(*call)
+            added = await self._enqueue(self._queue_keys, args)
             return [bool(x) for x in added]
+        call = _eval(cast(ClusterScript, self._enqueue).text, self._queue_keys, args)
         await self._cluster.initialize()
         node = self._cluster.get_node_from_key(self.queue)
-        async with self._cluster.pipeline() as pipe:
-            pipe.execute_command(*call, target_nodes=node)
-            pipe.execute_command(
-                "WAIT", self.wait_replicas, self.wait_timeout_ms, target_nodes=node
-            )
-            added, acknowledged = await pipe.execute()
-        where = f" (master {node.name})" if node is not None else ""
-        check_replicated(int(acknowledged), self.wait_replicas, self.wait_timeout_ms, where)
+        if node is None:
+            raise ConnectionError(f"no master known for {self.queue}")
+        [added], acknowledged = await _then_wait(
+            self._cluster, node, [call], self.wait_replicas, self.wait_timeout_ms
+        )
+        if isinstance(added, Exception):
+            raise added
+        check_replicated(
+            acknowledged, self.wait_replicas, self.wait_timeout_ms, f" (master {node.name})"
+        )
         return [bool(x) for x in added]
 
 
