@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
@@ -165,38 +166,25 @@ def _raise_first(replies: Sequence[Any]) -> None:
 class RedisClusterTransport(RedisTransport):
     """Partitions are streams spread over the cluster's masters by their hash tags."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        layout: KeyLayout | None = None,
-        wait_replicas: int = 0,
-        wait_timeout: float = 1.0,
-        **client_options: Any,
-    ) -> None:
+    def _checked_layout(self, layout: KeyLayout | None) -> KeyLayout:
         layout = layout or Cluster()
         if not isinstance(layout, Cluster):
             raise Misconfigured(
                 f"a Redis Cluster needs the cluster key layout, not {layout.name!r} "
                 "(redis_key_layout)"
             )
-        self.url = url
-        self.layout = layout
-        self.key_layout = layout.name
-        self.wait_replicas = wait_replicas
-        self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
+        return layout
+
+    def _connect(self, client_options: dict[str, Any]) -> aioredis.Redis:
+        """The cluster client; the inherited single-key operations call redis-py
+        commands that both clients have."""
         # The cluster client keeps its own retries: they are how it follows a failover
         # (a connection error, then a refreshed slot map). At least once still holds:
         # an entry a retried read delivered twice stays pending and is read again.
         self._client_options = client_options
-        self.cluster = self._new_client()
-        # The inherited single-key operations call redis-py commands that both clients have.
-        self.redis = cast(Any, self.cluster)
-        self._keys: dict[PartitionId, str] = {}
-        self._client: Any = None
-        self._ensure_group = None
-        self._append_at_script = None
         self._watch: Watch | None = None
+        self.cluster = self._new_client()
+        return cast(Any, self.cluster)
 
     def _new_client(self, **options: Any) -> RedisCluster:
         client = RedisCluster.from_url(

@@ -22,15 +22,16 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from runnel.synclog import Entries, Extent, LogError, PartlyAppended, SyncLog, next_id
+from runnel.synclog import Entries, Extent, PartlyAppended, next_id
 from runnel.transport import Fields, PartitionId
 from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster
+from runnel_redis.synclog import KeyedLog, extent_calls, extents_of
 from runnel_redis.transport import check_replicated
 
 
-class ClusterLog(SyncLog):
+class ClusterLog(KeyedLog):
     """Partitions are streams under the cluster layout's keys; one client per object.
 
     ``url`` is the transport's (``redis+cluster://`` or ``rediss+cluster://``): the layout
@@ -66,12 +67,6 @@ class ClusterLog(SyncLog):
 
             self._cluster = RedisCluster.from_url(client_url(self.url), decode_responses=False)
         return self._cluster
-
-    def _key(self, partition: PartitionId) -> str:
-        key = self._keys.get(partition)
-        if key is None:
-            key = self._keys[partition] = self.layout.partition(*partition)
-        return key
 
     def _pipelined(
         self, calls: Sequence[tuple[Any, ...]], what: str, nodes: Sequence[Any] = ()
@@ -113,21 +108,10 @@ class ClusterLog(SyncLog):
         return replies
 
     def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
-        calls: list[tuple[Any, ...]] = []
-        for key in map(self._key, partitions):
-            calls += (
-                ("XLEN", key),
-                ("XRANGE", key, "-", "+", "COUNT", 1),
-                ("XREVRANGE", key, "+", "-", "COUNT", 1),
-            )
         what = "reading the extents of partitions"
-        replies = self._pipelined(calls, what)
+        replies = self._pipelined(extent_calls(map(self._key, partitions)), what)
         self._raise_first(replies, what)
-        out = []
-        for i in range(0, len(replies), 3):
-            length, first, last = replies[i : i + 3]
-            out.append(Extent(int(length), _first_id(first), _first_id(last)))
-        return out
+        return extents_of(replies)
 
     def read(self, partition: PartitionId, first: str, last: str, count: int) -> Iterator[Entries]:
         client = self.cluster
@@ -218,9 +202,6 @@ class ClusterLog(SyncLog):
             if isinstance(reply, Exception):
                 raise self._failed(what, reply) from reply
 
-    def _failed(self, what: str, exc: Exception) -> LogError:
-        return LogError(f"{redact(self.url)}: {what} failed ({type(exc).__name__}: {exc})")
-
     def close(self) -> None:
         if self._cluster is not None:
             self._cluster.close()
@@ -232,7 +213,3 @@ def _numbers(partitions: Sequence[PartitionId]) -> str:
     streams = sorted({f"{p.app}.{p.stream}" for p in partitions})
     numbers = ", ".join(str(p.number) for p in partitions)
     return f"{'/'.join(streams)} [{numbers}]"
-
-
-def _first_id(reply: Any) -> str | None:
-    return reply[0][0].decode() if reply else None

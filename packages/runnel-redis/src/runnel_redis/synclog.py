@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
@@ -28,7 +28,46 @@ _EVALSHA_APPEND = resp.arguments(("EVALSHA", hashlib.sha1(scripts.APPEND.encode(
 _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 
 
-class RedisLog(SyncLog):
+class KeyedLog(SyncLog):
+    """What the logs on one Redis and on a cluster share: keys by a layout, errors named
+    with the redacted URL, extents from three commands per key."""
+
+    url: str
+    layout: KeyLayout
+    _keys: dict[PartitionId, str]
+
+    def _key(self, partition: PartitionId) -> str:
+        key = self._keys.get(partition)
+        if key is None:
+            key = self._keys[partition] = self.layout.partition(*partition)
+        return key
+
+    def _failed(self, what: str, exc: Exception) -> LogError:
+        return LogError(f"{redact(self.url)}: {what} failed ({type(exc).__name__}: {exc})")
+
+
+def extent_calls(keys: Iterable[str]) -> list[tuple[Any, ...]]:
+    """The commands that give each key's :class:`Extent` (see :func:`extents_of`)."""
+    calls: list[tuple[Any, ...]] = []
+    for key in keys:
+        calls += (
+            ("XLEN", key),
+            ("XRANGE", key, "-", "+", "COUNT", 1),
+            ("XREVRANGE", key, "+", "-", "COUNT", 1),
+        )
+    return calls
+
+
+def extents_of(replies: Sequence[Any]) -> list[Extent]:
+    """The replies to :func:`extent_calls`, three per key, as extents."""
+    out = []
+    for i in range(0, len(replies), 3):
+        length, first, last = replies[i : i + 3]
+        out.append(Extent(int(length), _first_id(first), _first_id(last)))
+    return out
+
+
+class RedisLog(KeyedLog):
     """Partitions are Redis streams under ``layout``'s keys (classic unless a setting chose
     the cluster layout for a single Redis); one client per object."""
 
@@ -36,7 +75,7 @@ class RedisLog(SyncLog):
         self.url = url
         self.layout = layout or Classic()
         self._redis: redis.Redis | None = None
-        self._keys: dict[PartitionId, str] = {}
+        self._keys = {}
 
     def __repr__(self) -> str:
         return f"<RedisLog {redact(self.url)}>"
@@ -52,12 +91,6 @@ class RedisLog(SyncLog):
             self._redis = client
         return self._redis
 
-    def _key(self, partition: PartitionId) -> str:
-        key = self._keys.get(partition)
-        if key is None:
-            key = self._keys[partition] = self.layout.partition(*partition)
-        return key
-
     def __getstate__(self) -> dict[str, Any]:
         """The URL, and the layout's name when it is not the classic one."""
         state = super().__getstate__()
@@ -72,18 +105,12 @@ class RedisLog(SyncLog):
     def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
         try:
             with self.redis.pipeline(transaction=False) as pipe:
-                for key in map(self._key, partitions):
-                    pipe.execute_command("XLEN", key)
-                    pipe.execute_command("XRANGE", key, "-", "+", "COUNT", 1)
-                    pipe.execute_command("XREVRANGE", key, "+", "-", "COUNT", 1)
+                for call in extent_calls(map(self._key, partitions)):
+                    pipe.execute_command(*call)
                 replies = pipe.execute()
         except RedisError as exc:
             raise self._failed("reading the extents of partitions", exc) from exc
-        out = []
-        for i in range(0, len(replies), 3):
-            length, first, last = replies[i : i + 3]
-            out.append(Extent(int(length), _first_id(first), _first_id(last)))
-        return out
+        return extents_of(replies)
 
     def read(self, partition: PartitionId, first: str, last: str, count: int) -> Iterator[Entries]:
         client = self.redis
@@ -150,9 +177,6 @@ class RedisLog(SyncLog):
             if not clean:
                 conn.disconnect()
             pool.release(conn)
-
-    def _failed(self, what: str, exc: Exception) -> LogError:
-        return LogError(f"{redact(self.url)}: {what} failed ({type(exc).__name__}: {exc})")
 
     def close(self) -> None:
         if self._redis is not None:

@@ -44,24 +44,32 @@ class RedisTransport(Transport):
         **client_options: Any,
     ) -> None:
         self.url = url
-        self.layout = layout or Classic()
+        self.layout = self._checked_layout(layout)
         self.key_layout = self.layout.name
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
+        self._keys: dict[PartitionId, str] = {}
+        self._client: Any = None
+        self._ensure_group: resp.Script | None = None
+        self._append_at_script: resp.Script | None = None
+        self.redis = self._connect(client_options)
+
+    def _checked_layout(self, layout: KeyLayout | None) -> KeyLayout:
+        return layout or Classic()
+
+    def _connect(self, client_options: dict[str, Any]) -> aioredis.Redis:
+        """The client every call goes through."""
         # No silent retries inside the client: a command whose reply was lost may have
         # taken effect (an XREADGROUP that delivered entries), and only the caller knows
         # how to recover from that. Runnel's loops retry with backoff themselves.
         client_options.setdefault("retry", Retry(NoBackoff(), 0))
         # Refusals (a wrong password, a missing permission, a full Redis) become Runnel's
         # own exceptions, naming the user but never the password.
-        client_options.setdefault("parser_class", errors.parser_class(url))
-        self.redis = aioredis.Redis.from_url(url, decode_responses=False, **client_options)
+        client_options.setdefault("parser_class", errors.parser_class(self.url))
+        client = aioredis.Redis.from_url(self.url, decode_responses=False, **client_options)
         for name in _RAW_REPLIES:
-            self.redis.response_callbacks.pop(name, None)
-        self._keys: dict[PartitionId, str] = {}
-        self._client: aioredis.Redis | None = None
-        self._ensure_group: resp.Script | None = None
-        self._append_at_script: resp.Script | None = None
+            client.response_callbacks.pop(name, None)
+        return client
 
     def __repr__(self) -> str:
         return f"<RedisTransport {redact(self.url)}>"
