@@ -89,6 +89,7 @@ async def test_a_wait_sees_entries_already_there(redis_cluster: RedisClusterProc
         assert await transport.wait_for_new(after, LONG) is True
         assert await transport.wait_for_new({ps[0]: None}, LONG) is True  # from the start
         assert await transport.wait_for_new({PartitionId("shop", "none", 0): None}, 50) is False
+        assert await transport.wait_for_new({}, 50) is False
     finally:
         await transport.aclose()
 

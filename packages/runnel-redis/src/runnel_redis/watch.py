@@ -27,6 +27,9 @@ class Watch:
     async def wait(self, after: Mapping[str, bytes], block_ms: int) -> bool:
         """Whether a stream got an entry after its id within ``block_ms``; a read's
         error is raised (the others carry on)."""
+        if not after:  # nothing to watch: wait out the time, as a blocking read would
+            await asyncio.sleep(block_ms / 1000)
+            return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + block_ms / 1000
         waiting = {self._read(look, block_ms): look for look in after.items()}
