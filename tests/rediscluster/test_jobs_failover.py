@@ -67,9 +67,11 @@ class Producer:
     until told to stop. An enqueue that raises is noted and tried again, same job id,
     until it returns: ``acked`` lists the ids whose enqueue returned."""
 
-    def __init__(self, jobs: Jobs) -> None:
-        self.app = App(jobs.app_name, redis_url=jobs.redis_url, wait_replicas=1, wait_timeout=1)
-        self.quick = self.app.job(retries=3, name="quick")(jobs.module.quick.func)
+    def __init__(self, workers_app: Jobs) -> None:
+        self.app = App(
+            workers_app.app_name, redis_url=workers_app.redis_url, wait_replicas=1, wait_timeout=1
+        )
+        self.quick = self.app.job(retries=3, name="quick")(workers_app.module.quick.func)
         self.acked: list[str] = []
         self.raised: list[tuple[str, str]] = []
         """(job id, error) of every enqueue that raised."""
@@ -122,7 +124,8 @@ class Producer:
 
 
 def test_the_job_queue_master_killed_mid_run_loses_no_enqueued_job(
-    jobs: Jobs, redis_cluster_replicas: RedisClusterProcesses
+    jobs: Jobs,  # noqa: F811 (the fixture imported above)
+    redis_cluster_replicas: RedisClusterProcesses,
 ) -> None:
     cluster = redis_cluster_replicas
     workers = [jobs.start(), jobs.start()]
@@ -139,6 +142,8 @@ def test_the_job_queue_master_killed_mid_run_loses_no_enqueued_job(
         after = len(producer.acked)
         wait_for(lambda: len(producer.acked) >= after + 40, HANG)
         producer.stop()
+    # Each enqueue that raised was retried, same id, until one returned.
+    assert {job_id for job_id, _ in producer.raised} <= set(producer.acked)
 
     # Every job whose enqueue returned ends SUCCESS, from its last try, by the worker
     # that ran it; the queue and the schedule end empty, nothing dead.
@@ -150,8 +155,8 @@ def test_the_job_queue_master_killed_mid_run_loses_no_enqueued_job(
         assert w.proc.poll() is None, w.output
     more = jobs.quick("more", 4 * CONCURRENCY, pause=0.1)
     records = jobs.check_succeeded(more)
-    assert {executor_pid(r.executor) for r in records.values()} == {
-        w.proc.pid for w in workers
-    }, "a worker stopped taking jobs"
+    assert {executor_pid(r.executor) for r in records.values()} == {w.proc.pid for w in workers}, (
+        "a worker stopped taking jobs"
+    )
     for w in workers:
         assert w.stop() == 0, w.output
