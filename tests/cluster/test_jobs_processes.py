@@ -11,6 +11,10 @@ job may end. A partitioned stream with a processor records every event it handle
 Each test ends with what must hold whatever the timing: every job ended as it should
 (each ``SUCCESS`` with the outcome of its last try, by the worker that ran that try),
 nothing left in the queue, and no process left behind.
+
+Only ``redis_url`` says where Redis is: the app and the test reach it through clients
+that also speak Redis Cluster (``redis+cluster://``), and name Runnel's keys through the
+key layout of that URL, so tests/rediscluster/ runs these tests again on a cluster.
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import redis
 
 from runnel.jobs import JobFailed, JobStatus
 from runnel.jobs.model import JobRecord
+from runnel_redis.layout import KeyLayout, layout_for
 from tests.cluster.conftest import first_occurrences, is_stopped, pause
+from tests.cluster.conftest import test_client as client_for
 from tests.helpers import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "jobsapp"
@@ -51,10 +56,12 @@ import signal
 import time
 
 import redis
-import redis.asyncio as aioredis
+from redis.cluster import RedisCluster
 
 from runnel import App, Record
 from runnel.jobs import current_job
+from runnel_redis.cluster import client_url
+from runnel_redis.layout import CLUSTER_SCHEMES
 
 app = App(
     name={app_name!r},
@@ -70,21 +77,23 @@ app = App(
     job_concurrency={concurrency},
 )
 
-_async = None
 _sync = None
 
 
 def aclient():
-    global _async
-    if _async is None:
-        _async = aioredis.Redis.from_url({redis_url!r})
-    return _async
+    """The app's own asyncio client (a cluster one for redis+cluster://)."""
+    return app.redis
 
 
 def sclient():
+    """A blocking client for the plain-function job (run in a worker thread)."""
     global _sync
     if _sync is None:
-        _sync = redis.Redis.from_url({redis_url!r})
+        url = {redis_url!r}
+        if url.split("://", 1)[0] in CLUSTER_SCHEMES:
+            _sync = RedisCluster.from_url(client_url(url))
+        else:
+            _sync = redis.Redis.from_url(url)
     return _sync
 
 
@@ -188,9 +197,9 @@ class Jobs:
         self.dir = directory
         self.app_name = app_name
         self.redis_url = redis_url
-        self.client = redis.Redis.from_url(redis_url)
+        self.client = client_for(redis_url)
+        self.layout: KeyLayout = layout_for(redis_url)
         self.processes: list[WorkerProcess] = []
-        self.prefix = f"__jobs:{app_name}."
         self.sent: list[dict[str, object]] = []
         name = f"{MODULE}_{app_name}"
         spec = importlib.util.spec_from_file_location(name, directory / f"{MODULE}.py")
@@ -360,11 +369,19 @@ class Jobs:
 
     def executors(self) -> dict[str, dict]:
         """The registered job executors (alive or not): id -> their description."""
-        raw = self.client.hgetall(self.prefix + "executors")
+        raw = self.client.hgetall(self.layout.job_executors(self.app_name))
         return {k.decode(): json.loads(v) for k, v in raw.items()}
 
+    @property
+    def queue(self) -> str:
+        """The app's job queue stream (its name by the key layout of the URL)."""
+        return self.layout.job_queue(self.app_name)
+
+    def job_key(self, job_id: str) -> str:
+        return self.layout.job(self.app_name, job_id)
+
     def queue_length(self) -> int:
-        return self.client.xlen(self.prefix + "queue")
+        return self.client.xlen(self.queue)
 
     def check_succeeded(self, ids: list[str], dead: int = 0) -> dict[str, JobRecord]:
         """Every job ended SUCCESS, its result from its last try, returned in the
@@ -378,8 +395,8 @@ class Jobs:
             assert record.error is None, record
             assert (i, record.tries, executor_pid(record.executor)) in finished, record
         wait_for(lambda: self.queue_length() == 0, HANG)
-        assert self.client.zcard(self.prefix + "schedule") == 0
-        assert self.client.xlen(self.prefix + "dead") == dead
+        assert self.client.zcard(self.layout.job_schedule(self.app_name)) == 0
+        assert self.client.xlen(self.layout.job_dead(self.app_name)) == dead
         return records
 
     # Events.
@@ -404,7 +421,7 @@ class Jobs:
         return {n for _, n, _ in self.seen()} >= {e["n"] for e in self.sent}
 
     def members(self) -> dict[str, dict]:
-        raw = self.client.get(f"__memb:{self.app_name}.pings.work")
+        raw = self.client.get(self.layout.membership(self.app_name, "pings", "work"))
         return json.loads(raw) if raw else {}
 
     def owners(self) -> dict[int, list[int]]:
@@ -613,7 +630,7 @@ def test_sigterm_puts_a_job_longer_than_the_grace_period_back(jobs: Jobs, job: s
     record = jobs.record(held)
     assert (record.status, record.tries) == (JobStatus.SENT, 0), record
     assert jobs.queue_length() == 1
-    assert jobs.client.xpending(jobs.prefix + "queue", "workers")["pending"] == 0
+    assert jobs.client.xpending(jobs.queue, "workers")["pending"] == 0
 
     second = jobs.start()
     jobs.open("held")
@@ -649,7 +666,7 @@ def test_sigstop_past_the_heartbeat_the_late_outcome_is_refused(jobs: Jobs) -> N
         assert jobs.started(held)[1] == Run("start", held, 2, steady.proc.pid)
         jobs.open("held")
         jobs.wait_status([held])
-        kept = jobs.client.hgetall(jobs.prefix + f"job.{held}")
+        kept = jobs.client.hgetall(jobs.job_key(held))
     finally:
         frozen.signal(signal.SIGCONT)
 
@@ -662,11 +679,11 @@ def test_sigstop_past_the_heartbeat_the_late_outcome_is_refused(jobs: Jobs) -> N
         HANG,
     )
     wait_for(lambda: f"job {held} was taken back from this worker" in frozen.output, HANG)
-    assert jobs.client.hgetall(jobs.prefix + f"job.{held}") == kept
+    assert jobs.client.hgetall(jobs.job_key(held)) == kept
     record = jobs.check_succeeded([held])[held]
     assert record.tries == 2 and executor_pid(record.executor) == steady.proc.pid, record
     assert jobs.result("hold", held) == f"{steady.proc.pid}:2"
-    assert jobs.client.llen(jobs.prefix + f"result.{held}") == 1
+    assert jobs.client.llen(jobs.layout.job_result(jobs.app_name, held)) == 1
 
     # Both work on.
     jobs.wait_ready(frozen, steady)
@@ -690,7 +707,7 @@ def test_sigstop_between_reading_a_job_and_starting_it(jobs: Jobs) -> None:
     frozen = jobs.start()
     jobs.wait_ready(frozen)
     [consumer] = [e for e, info in jobs.executors().items() if info["pid"] == frozen.proc.pid]
-    queue = jobs.prefix + "queue"
+    queue = jobs.queue
     try:
         for attempt in range(20):
             # Frozen while blocked in its read (where an idle worker spends its time), the
@@ -708,7 +725,7 @@ def test_sigstop_between_reading_a_job_and_starting_it(jobs: Jobs) -> None:
         # Taken back once its heartbeat expired, and run by the other worker.
         jobs.open("busy")
         jobs.wait_status([stale])
-        kept = jobs.client.hgetall(jobs.prefix + f"job.{stale}")
+        kept = jobs.client.hgetall(jobs.job_key(stale))
         assert executor_pid(kept[b"executor"].decode()) == busy.proc.pid
     finally:
         frozen.signal(signal.SIGCONT)
@@ -720,7 +737,7 @@ def test_sigstop_between_reading_a_job_and_starting_it(jobs: Jobs) -> None:
     more = jobs.quick("more", 4 * CONCURRENCY, pause=0.1)
     jobs.wait_status(more)
     assert any(r.pid == frozen.proc.pid for r in jobs.runs() if r.id in more)
-    assert jobs.client.hgetall(jobs.prefix + f"job.{stale}") == kept
+    assert jobs.client.hgetall(jobs.job_key(stale)) == kept
     jobs.check_succeeded([*gated, stale, *more])
     for w in (frozen, busy):
         assert w.stop() == 0, w.output
