@@ -217,3 +217,43 @@ async def test_several_workers_share_the_queue(app_name: str, store_url: str) ->
         await t.join()
         assert [await r.get(timeout=t.wait) for r in results] == [n * n for n in range(30)]
         assert sorted(ran_by) == list(range(30))
+
+
+async def test_a_delivery_held_in_a_live_workers_name_that_it_does_not_run_goes_back(
+    app_name: str, store_url: str
+) -> None:
+    """What a Redis failover can leave: the store still has a job as taken by a worker
+    that is alive and beating, while the worker knows nothing of it (its outcome was
+    recorded, then lost with an unreplicated write). Here the test takes the job in the
+    live worker's name itself. The worker puts it back, its try not counted, and runs it."""
+    app = App(name=app_name, job_heartbeat_timeout=0.4, job_concurrency=1)
+    gate = asyncio.Event()
+    runs: list[tuple[str, int]] = []
+
+    @app.job
+    async def hold() -> None:
+        await gate.wait()
+
+    @app.job
+    async def work() -> int:
+        ctx = current_job()
+        assert ctx is not None
+        runs.append((ctx.id, ctx.tries))
+        return ctx.tries
+
+    async with run(app, store=store_url) as t:
+        held = await hold.delay()
+        while await held.status() != JobStatus.EXECUTING:
+            await asyncio.sleep(0.01)
+        # Its one slot is taken: the worker asks for no job until `hold` ends.
+        [executor] = await t.job_store.executors()
+        result = await work.delay()
+        [taken] = await t.job_store.take(executor.id, 1, 0, app.clock)
+        assert taken.id == result.id
+        gate.set()
+        assert await result.get(timeout=t.wait) == 1  # the lost try not counted
+        assert runs == [(result.id, 1)]
+        assert await held.status() == JobStatus.SUCCESS
+        await t.join()
+        counts = await t.job_counts()
+        assert (counts.queued, counts.executing, counts.dead) == (0, 0, 0)

@@ -9,7 +9,8 @@ Read top to bottom, :meth:`JobExecutor.run` is its whole life:
         finisher     record outcomes in batches: each with the job's removal, atomically
         heartbeat    every timeout/3: say we are alive (and what we run)
         scheduler    every schedule interval: move due jobs (countdown, retries) to the queue
-        maintenance  every timeout/2: take back the jobs of executors that stopped beating
+        maintenance  every timeout/2: take back the jobs of executors that stopped beating,
+                     and put back deliveries held in our name that we know nothing of
     stop:  take nothing more; running jobs get grace_period, then are cancelled and go
            back to the queue uncounted; outcomes are flushed; leave
 
@@ -95,7 +96,10 @@ class JobExecutor:
         self.finisher = Finisher(store, self.id, settings.results_ttl)
         self.done = 0
         self.failed = 0
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: dict[asyncio.Task[None], bytes] = {}
+        """Each job running, with its delivery's ticket."""
+        self._suspects: set[bytes] = set()
+        """Tickets the store had as ours that we did not know, at the last maintenance."""
         self._held = 0
         """Slots in use: jobs running, and jobs asked for by a take in flight."""
         self._stuck = 0
@@ -223,11 +227,11 @@ class JobExecutor:
                 return
             for delivery in taken:
                 task = tg.create_task(self._run(delivery), name=f"job-{delivery.id}")
-                self._running.add(task)
+                self._running[task] = delivery.ticket
                 task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.discard(task)
+        self._running.pop(task, None)
         self._held -= 1
         self._slot.set()
 
@@ -412,11 +416,41 @@ class JobExecutor:
             reraise_if_cancelled()
 
     async def _maintain(self) -> None:
-        """Take back the jobs of executors whose heartbeat expired."""
+        """Take back the jobs of executors whose heartbeat expired; then our own orphans."""
         for state in await self.store.executors():
             if state.alive or state.id == self.id:
                 continue
             await self._recover(state.id)
+        await self._put_back_orphans()
+
+    async def _put_back_orphans(self) -> None:
+        """Deliveries the store has as ours that we neither run nor hold an outcome for.
+
+        Their outcome was recorded and then lost: a Redis failover drops the writes its
+        replica had not received yet. Nobody else takes them back while we beat, so they
+        would stay EXECUTING for as long as this worker lives. They go back to the queue,
+        the try not counted (it did not fail; its outcome is unknown). A take in flight
+        holds deliveries we do not know of yet, so only a ticket unknown at two
+        maintenances in a row counts as an orphan.
+        """
+        if self._stopping.is_set():
+            return
+        held = await self.store.abandoned(self.id, self.settings.concurrency + RECOVER_BATCH)
+        known = set(self._running.values()) | self.finisher.tickets()
+        unknown = {a.ticket for a in held if a.ticket not in known}
+        orphans = [a for a in held if a.ticket in unknown and a.ticket in self._suspects]
+        self._suspects = unknown - {a.ticket for a in orphans}
+        if not orphans:
+            return
+        now = self.clock.now()
+        for a in orphans:
+            self.finisher.add(Outcome("release", a.ticket, a.id, now, uncount=a.started))
+        log.warning(
+            "%d jobs were held in this worker's name though it was not running them (an "
+            "outcome lost, as in a Redis failover); they go back to the queue: %s",
+            len(orphans),
+            ", ".join(a.id for a in orphans[:10]) + (" ..." if len(orphans) > 10 else ""),
+        )
 
     async def _recover(self, executor: str) -> None:
         recovered = 0
@@ -461,6 +495,7 @@ class Finisher:
         self.executor = executor
         self.results_ttl = results_ttl
         self._pending: list[Outcome] = []
+        self._sending: list[Outcome] = []
         self._wake = asyncio.Event()
         self._closing = False
 
@@ -476,6 +511,10 @@ class Finisher:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def tickets(self) -> set[bytes]:
+        """The deliveries whose outcome is waiting or being sent."""
+        return {o.ticket for o in self._pending} | {o.ticket for o in self._sending}
 
     async def last_chance(self, within: float = 1.0) -> None:
         """Stopped at once (a second signal): one quick try to record what is pending, so
@@ -505,6 +544,7 @@ class Finisher:
                 self._wake.clear()
                 continue
             batch, self._pending = self._pending, []
+            self._sending = batch
             try:
                 refused = await self.store.finish(self.executor, batch, self.results_ttl)
             except asyncio.CancelledError:
@@ -518,6 +558,8 @@ class Finisher:
                 outage.failed(f"recording {len(batch)} job outcomes", exc)
                 await backoff.sleep()
                 continue
+            finally:
+                self._sending = []
             backoff.reset()
             for job_id in refused:
                 log.warning(
