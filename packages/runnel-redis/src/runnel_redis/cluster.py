@@ -33,10 +33,10 @@ from runnel_redis.coordination import (
     _add_entries,
     _redis_id,
 )
+from runnel_redis.errors import user_of
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.schemas import RedisSchemaStore
-from runnel_redis.errors import user_of
 from runnel_redis.seam import guarded, refusal
 from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
 
