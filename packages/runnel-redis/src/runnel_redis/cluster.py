@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from runnel.coordination import ReadResult
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
@@ -35,10 +35,11 @@ from runnel_redis.coordination import (
     _add_entries,
     _redis_id,
 )
+from runnel_redis.errors import user_of
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.schemas import RedisSchemaStore
-from runnel_redis.seam import guarded
+from runnel_redis.seam import guarded, refusal
 from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
 from runnel_redis.watch import Watch
 
@@ -207,6 +208,14 @@ class RedisClusterTransport(RedisTransport):
             )
         return node
 
+    def _where(self, key: str) -> str:
+        """``key`` and the master the client's slot map gives it, for error messages."""
+        try:
+            node = self.cluster.get_node_from_key(key)
+        except RedisError:  # the slot is not covered (a failover under way)
+            node = None
+        return key if node is None else f"{key} on master {node.name}"
+
     # Sending.
 
     async def append(
@@ -268,11 +277,13 @@ class RedisClusterTransport(RedisTransport):
                 if isinstance(error, ResponseError)
                 else "may or may not be (the connection failed)"
             )
+            # A refusal (a full master) as Runnel's error, so the cause says what it is.
+            cause = refusal(error, user_of(self.url)) or error
             raise PartlySent(
                 f"{len(sent)} of {len(entries)} records are in Redis (indexes {sent}); "
-                f"the others {others}: {key}: {error}",
+                f"the others {others}: {self._where(key)}: {cause}",
                 out,
-            ) from error
+            ) from cause
         for node, count in acked.items():
             check_replicated(count, self.wait_replicas, self.wait_timeout_ms, f" (master {node})")
         return cast(list[bytes], out)

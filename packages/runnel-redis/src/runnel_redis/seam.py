@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
 
-from runnel.exceptions import AccessDenied, StoreFull, TransportError, Unavailable
+from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
 from runnel_redis import errors
 
 C = TypeVar("C", bound=type)
@@ -87,8 +87,11 @@ def _causes(exc: BaseException) -> list[BaseException]:
 def refusal(exc: BaseException, user: str) -> Exception | None:
     """The AccessDenied or StoreFull that ``exc`` (or its cause) is, when redis-py did not
     parse it into one: the cluster client's refused login, permissions (also a command a
-    script may not run) and full memory."""
-    if isinstance(exc, AccessDenied | StoreFull):
+    script may not run) and full memory. An error Runnel raised on purpose (PartlySent,
+    whose cause may be a full master) is left as it is: it says more than its cause."""
+    if isinstance(exc, AccessDenied | StoreFull) or (
+        isinstance(exc, RunnelError) and not isinstance(exc, TransportError)
+    ):
         return None
     for cause in _causes(exc):
         if isinstance(cause, AccessDenied | StoreFull):
