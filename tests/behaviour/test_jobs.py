@@ -227,11 +227,12 @@ async def test_a_delivery_held_in_a_live_workers_name_that_it_does_not_run_goes_
     recorded, then lost with an unreplicated write). Here the test takes the job in the
     live worker's name itself. The worker puts it back, its try not counted, and runs it."""
     app = App(name=app_name, job_heartbeat_timeout=0.4, job_concurrency=1)
-    gate = asyncio.Event()
+    gate, holding = asyncio.Event(), asyncio.Event()
     runs: list[tuple[str, int]] = []
 
     @app.job
     async def hold() -> None:
+        holding.set()
         await gate.wait()
 
     @app.job
@@ -243,8 +244,7 @@ async def test_a_delivery_held_in_a_live_workers_name_that_it_does_not_run_goes_
 
     async with run(app, store=store_url) as t:
         held = await hold.delay()
-        while await held.status() != JobStatus.EXECUTING:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(holding.wait(), t.wait)
         # Its one slot is taken: the worker asks for no job until `hold` ends.
         [executor] = await t.job_store.executors()
         result = await work.delay()
