@@ -270,7 +270,11 @@ class Stream:
     async def send(
         self, *records: Record, stream_ids: Sequence[str | bytes] | None = None
     ) -> list[bytes]:
-        """Append records to their partitions in one round trip, all or none; return their ids.
+        """Append records to their partitions in one round trip; return their ids.
+
+        On one Redis (and in memory) a send is all or none. On a Redis Cluster each
+        partition's records are, and a failure after some partitions took theirs raises
+        :class:`~runnel.exceptions.PartlySent`, whose ``ids`` say which records are in.
 
         ``stream_ids`` (runnel 0.1's argument) gives each record's entry id, in the same
         order: ``"*"`` lets the store pick one, else ``"MS-SEQ"`` (or ``"MS"``, meaning

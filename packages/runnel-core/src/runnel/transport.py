@@ -88,8 +88,9 @@ class Transport(abc.ABC):
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
     ) -> list[bytes]:
-        """Append ``(partition, fields)`` entries in one round trip, all or none;
-        return their ids.
+        """Append ``(partition, fields)`` entries in one round trip, all or none (or,
+        for a store that cannot, all or none per partition, raising
+        :class:`~runnel.exceptions.PartlySent` when only some are in); return their ids.
 
         ``ids`` (only passed when a caller gives them) are the entries' ids, ``"*"`` for
         one the store picks, else ``"MS-SEQ"`` in canonical decimal; the caller has checked

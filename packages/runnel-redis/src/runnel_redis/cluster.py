@@ -157,6 +157,17 @@ async def _then_wait(
     return replies, acked
 
 
+def _spans(numbers: Sequence[int]) -> str:
+    """Sorted numbers as runs: ``0-2, 5, 7-9`` (a chunk may hold a thousand records)."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _raise_first(replies: Sequence[Any]) -> None:
     for reply in replies:
         if isinstance(reply, Exception):
@@ -280,7 +291,8 @@ class RedisClusterTransport(RedisTransport):
             # A refusal (a full master) as Runnel's error, so the cause says what it is.
             cause = refusal(error, user_of(self.url)) or error
             raise PartlySent(
-                f"{len(sent)} of {len(entries)} records are in Redis (indexes {sent}); "
+                f"{len(sent)} of {len(entries)} records are in Redis (indexes "
+                f"{_spans(sent)}); "
                 f"the others {others}: {self._where(key)}: {cause}",
                 out,
             ) from cause
