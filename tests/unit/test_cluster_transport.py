@@ -5,12 +5,14 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from runnel.exceptions import Misconfigured
 from runnel.settings import Settings
 from runnel.transport import PartitionId, transport_for
-from runnel_redis.cluster import RedisClusterTransport, client_url
+from runnel_redis.cluster import RedisClusterTransport, _spans, client_url
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.transport import RedisTransport
 
@@ -91,3 +93,20 @@ async def test_a_single_redis_log_follows_a_chosen_layout() -> None:
     finally:
         await single.aclose()
         await classic.aclose()
+
+
+@given(st.sets(st.integers(0, 60)))
+def test_spans_name_every_index_once_in_runs(numbers: set[int]) -> None:
+    text = _spans(sorted(numbers))
+    named: list[int] = []
+    for part in filter(None, text.split(", ")):
+        first, _, last = part.partition("-")
+        named += range(int(first), int(last or first) + 1)
+    assert named == sorted(numbers)
+    runs = sum(1 for n in numbers if n - 1 not in numbers)  # as few parts as can be
+    assert len(list(filter(None, text.split(", ")))) == runs
+
+
+def test_spans_read_as_runs() -> None:
+    assert _spans([0, 1, 2, 5, 7, 8, 9]) == "0-2, 5, 7-9"
+    assert _spans([]) == ""
