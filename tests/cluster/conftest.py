@@ -148,7 +148,9 @@ async def call(script, keys, args):
     for _ in range(200):
         try:
             return await client().eval(script, len(keys), *keys, *args)
-        except (RedisConnectionError, RedisTimeoutError):
+        except (RedisConnectionError, RedisTimeoutError, AttributeError, TypeError):
+            # (AttributeError, TypeError: redis-py's own, from a connection closed under
+            # it, as on the cluster client; see runnel_redis.seam._torn_down.)
             if asyncio.current_task().cancelling():
                 raise asyncio.CancelledError from None  # redis-py turned it into an error
             await asyncio.sleep(0.05)

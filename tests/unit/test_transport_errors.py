@@ -102,6 +102,19 @@ async def test_guarded_methods_translate() -> None:
     assert not isinstance(raw.value, TransportError)
 
 
+async def test_a_connection_torn_down_under_redis_py_is_unavailable() -> None:
+    """redis-py writing on a connection that was closed under it (here: never opened)
+    raises the missing stream's AttributeError; the seam takes it for a lost connection.
+    The same error raised anywhere else is a bug, and passes unchanged."""
+    torn = redis.asyncio.connection.Connection(host="127.0.0.1", port=1)
+    with pytest.raises(AttributeError) as raw:
+        await torn._send_packed_command([b"*1\r\n$4\r\nPING\r\n"])
+    with pytest.raises(Unavailable, match="the connection was lost"):
+        await Store(raw.value).call()
+    with pytest.raises(AttributeError):
+        await Store(AttributeError("'NoneType' object has no attribute 'name'")).call()
+
+
 async def test_a_refused_connection_is_unavailable() -> None:
     """A real redis-py client against a port nothing listens on."""
     transport = RedisTransport(UNREACHABLE)

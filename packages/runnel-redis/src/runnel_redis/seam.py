@@ -30,7 +30,9 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from redis import connection as redis_connection
 from redis import exceptions as redis_errors
+from redis.asyncio import connection as redis_async_connection
 
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
 from runnel_redis import errors
@@ -57,12 +59,29 @@ _RESHAPING: tuple[type[BaseException], ...] = (
 _MOMENTARY = ("BUSY", "MASTERDOWN", "TRYAGAIN", "READONLY", "LOADING")
 """Error replies of a server that cannot answer right now (a script running, a failover)."""
 
+_CONNECTION_CODE = {redis_connection.__file__, redis_async_connection.__file__}
+
+
+def _torn_down(exc: BaseException) -> bool:
+    """A connection closed under redis-py while it wrote or read: the stream's attribute
+    is gone, and redis-py lets the AttributeError or TypeError out instead of a
+    ConnectionError (see redis/redis-py#4287). Seen on a cluster client whose connection
+    was disconnected by another task mid-command."""
+    if not isinstance(exc, AttributeError | TypeError) or "NoneType" not in str(exc):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in _CONNECTION_CODE:
+            return True
+        tb = tb.tb_next
+    return False
+
 
 def kind_of(exc: BaseException) -> type[TransportError] | None:
     """The Runnel error ``exc`` stands for, or None if it is not a failure of Redis."""
     if isinstance(exc, TransportError):
         return None  # already ours (translated by the parser)
-    if isinstance(exc, _AWAY + _RESHAPING):
+    if isinstance(exc, _AWAY + _RESHAPING) or _torn_down(exc):
         return Unavailable
     if isinstance(exc, redis_errors.RedisClusterException):
         return TransportError  # not a RedisError, though the cluster client raises it
@@ -138,6 +157,10 @@ def translate(exc: BaseException) -> BaseException:
     kind = kind_of(exc)
     if kind is None:
         return exc
+    if _torn_down(exc):
+        new: BaseException = kind(f"the connection was lost ({type(exc).__name__}: {exc})")
+        new.__cause__ = exc
+        return new
     try:
         new = _class(type(exc), kind)(*exc.args)
     except Exception:  # a class whose constructor wants other arguments
