@@ -13,11 +13,13 @@ import importlib.util
 import json
 import textwrap
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import redis
 
 from runnel_redis.layout import Cluster
@@ -145,3 +147,22 @@ class SpreadApp:
 
     def close(self) -> None:
         self.record.close()
+
+
+def spread_fixture(source: str, module_name: str, partitions: int = 6) -> Any:
+    """A ``spread`` fixture: the app module ``source`` (see :meth:`SpreadApp.write`) under a
+    fresh name whose partitions lie on every master, recording into ``redis_url``."""
+
+    @pytest.fixture
+    def spread(
+        redis_cluster: RedisClusterProcesses,
+        redis_url: str,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> Iterator[SpreadApp]:
+        name = spread_name(redis_cluster, "pings", partitions)
+        app = SpreadApp(tmp_path, name, redis_cluster, redis_url, module_name)
+        yield app.write(source, monkeypatch)
+        app.close()
+
+    return spread

@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from runnel.jobs.model import JobStatus
 from tests.dashboard.conftest import Dashboard, browser  # noqa: F401
 from tests.dashboard.test_dashboard import cells, rows
 from tests.helpers import WorkerProcess, wait_for
-from tests.rediscluster.cluster import RedisClusterProcesses
-from tests.rediscluster.spread import SpreadApp, spread_name
+from tests.rediscluster.spread import SpreadApp, spread_fixture
 
 LONG = 120.0  # only bounds a hung test
 PARTITIONS = 6
@@ -54,17 +49,7 @@ async def fail(message: str) -> str:
 """
 
 
-@pytest.fixture
-def spread(
-    redis_cluster: RedisClusterProcesses,
-    redis_url: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[SpreadApp]:
-    name = spread_name(redis_cluster, "pings", PARTITIONS)
-    app = SpreadApp(tmp_path, name, redis_cluster, redis_url, "dashapp").write(APP, monkeypatch)
-    yield app
-    app.close()
+spread = spread_fixture(APP, "dashapp", PARTITIONS)
 
 
 def job_status(spread: SpreadApp, job_id: str) -> JobStatus:

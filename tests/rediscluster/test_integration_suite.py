@@ -7,7 +7,6 @@ cluster client, and the test bodies are the integration suite's own.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -31,11 +30,7 @@ from tests.integration.test_send import (  # noqa: F401
     test_a_record_with_several_fields,
 )
 from tests.rediscluster.cluster import RedisClusterProcesses
-
-
-@pytest.fixture
-def redis_url(redis_cluster: RedisClusterProcesses) -> str:
-    return redis_cluster.url
+from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401
 
 
 @pytest.fixture
@@ -43,8 +38,3 @@ def redis_client(redis_cluster: RedisClusterProcesses) -> Iterator[RedisCluster]
     client = RedisCluster.from_url(redis_cluster.redis_url)
     yield client
     client.close()
-
-
-@pytest.fixture
-def app_name() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"

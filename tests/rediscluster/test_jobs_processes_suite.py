@@ -13,10 +13,6 @@ None is left out: none goes through a proxy to one server or watches one with MO
 
 from __future__ import annotations
 
-import uuid
-
-import pytest
-
 from tests.cluster.test_jobs_processes import (  # noqa: F401
     jobs,
     test_children_stop_when_the_supervisor_is_killed,
@@ -30,14 +26,4 @@ from tests.cluster.test_jobs_processes import (  # noqa: F401
     test_supervisor_second_sigint_stops_at_once,
     test_supervisor_sigint_stops_all_children_gracefully,
 )
-from tests.rediscluster.cluster import RedisClusterProcesses
-
-
-@pytest.fixture
-def redis_url(redis_cluster: RedisClusterProcesses) -> str:
-    return redis_cluster.url
-
-
-@pytest.fixture
-def app_name() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
+from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401

@@ -3,10 +3,6 @@ carries the app's hash tag, so it lives in one slot and its scripts run unchange
 
 from __future__ import annotations
 
-import uuid
-
-import pytest
-
 from tests.integration.test_job_queue import (  # noqa: F401
     new_app,
     test_arguments_arrive_converted_and_current_job_tells_the_job,
@@ -18,14 +14,4 @@ from tests.integration.test_job_queue import (  # noqa: F401
     test_job_timeout_fails_the_try_and_is_retried_then_dead,
     test_status_unknown_for_an_id_never_enqueued,
 )
-from tests.rediscluster.cluster import RedisClusterProcesses
-
-
-@pytest.fixture
-def redis_url(redis_cluster: RedisClusterProcesses) -> str:
-    return redis_cluster.url
-
-
-@pytest.fixture
-def app_name() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
+from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401

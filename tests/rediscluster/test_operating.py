@@ -12,14 +12,9 @@ rest), and the checks below read each partition back from its own master.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from tests.helpers import WorkerProcess, wait_for
-from tests.rediscluster.cluster import RedisClusterProcesses
-from tests.rediscluster.spread import SpreadApp, spread_name
+from tests.rediscluster.spread import SpreadApp, spread_fixture
 
 LONG = 120.0  # only bounds a hung test
 
@@ -79,17 +74,7 @@ async def double(x: int) -> int:
 """
 
 
-@pytest.fixture
-def spread(
-    redis_cluster: RedisClusterProcesses,
-    redis_url: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[SpreadApp]:
-    name = spread_name(redis_cluster, "pings", 6)
-    app = SpreadApp(tmp_path, name, redis_cluster, redis_url, "opsapp").write(APP, monkeypatch)
-    yield app
-    app.close()
+spread = spread_fixture(APP, "opsapp")
 
 
 def quarantined(spread: SpreadApp) -> dict[int, str]:

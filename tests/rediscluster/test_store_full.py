@@ -9,14 +9,13 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runnel.exceptions import PartlySent, StoreFull
-from tests.rediscluster.cluster import Node, RedisClusterProcesses
-from tests.rediscluster.spread import SpreadApp, spread_name
+from tests.rediscluster.cluster import Node
+from tests.rediscluster.spread import SpreadApp, spread_fixture
 
 APP = """
 from runnel import App, Record
@@ -33,17 +32,7 @@ pings = app.stream("pings", record=Ping, partition_by="key", partition_count={pa
 """
 
 
-@pytest.fixture
-def spread(
-    redis_cluster: RedisClusterProcesses,
-    redis_url: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[SpreadApp]:
-    name = spread_name(redis_cluster, "pings", 6)
-    app = SpreadApp(tmp_path, name, redis_cluster, redis_url, "fullapp").write(APP, monkeypatch)
-    yield app
-    app.close()
+spread = spread_fixture(APP, "fullapp")
 
 
 @contextlib.contextmanager
