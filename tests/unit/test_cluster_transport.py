@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from runnel.exceptions import Misconfigured
 from runnel.settings import Settings
+from runnel.text import runs as _spans
 from runnel.transport import PartitionId, transport_for
-from runnel_redis.cluster import RedisClusterTransport, _spans, client_url
+from runnel_redis.cluster import RedisClusterTransport, client_url
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.transport import RedisTransport
 

@@ -26,6 +26,7 @@ from runnel.coordination import ReadResult
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
 from runnel.synclog import SyncLog
+from runnel.text import runs
 from runnel.transport import Fields, PartitionId, Position
 from runnel_redis import scripts
 from runnel_redis.cluster_log import ClusterLog
@@ -157,17 +158,6 @@ async def _then_wait(
     return replies, acked
 
 
-def _spans(numbers: Sequence[int]) -> str:
-    """Sorted numbers as runs: ``0-2, 5, 7-9`` (a chunk may hold a thousand records)."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
 def _raise_first(replies: Sequence[Any]) -> None:
     for reply in replies:
         if isinstance(reply, Exception):
@@ -292,7 +282,7 @@ class RedisClusterTransport(RedisTransport):
             cause = refusal(error, user_of(self.url)) or error
             raise PartlySent(
                 f"{len(sent)} of {len(entries)} records are in Redis (indexes "
-                f"{_spans(sent)}); "
+                f"{runs(sent)}); "
                 f"the others {others}: {self._where(key)}: {cause}",
                 out,
             ) from cause

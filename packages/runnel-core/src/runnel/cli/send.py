@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from runnel.cli.common import describe, failure, load, load_plugins, plugin_option, run
 from runnel.exceptions import PartlySent
 from runnel.stream import Stream
+from runnel.text import runs
 
 CHUNK = 1000
 """Events per round trip for sendmany; each chunk is written atomically."""
@@ -116,7 +117,7 @@ async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> i
                     raise click.ClickException(
                         f"sending failed after {sent} of {len(records)} events; of the next "
                         f"{len(chunk)} (lines {numbers[start]} to {last}) only lines "
-                        f"{_spans([numbers[start + i] for i in exc.sent])} are in Redis: "
+                        f"{runs([numbers[start + i] for i in exc.sent])} are in Redis: "
                         f"{reason}"
                     ) from None
                 raise click.ClickException(
@@ -126,17 +127,6 @@ async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> i
             sent += len(chunk)
             bar.update(len(chunk))
     return sent
-
-
-def _spans(numbers: list[int]) -> str:
-    """``[1, 2, 3, 7]`` as ``"1-3, 7"``."""
-    spans: list[list[int]] = []
-    for n in numbers:
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 class _Null:
