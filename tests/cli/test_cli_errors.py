@@ -413,7 +413,13 @@ def test_ctrl_c_during_sendmany_says_where_to_resume(project: Project, tmp_path:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         os.kill(server.pid, signal.SIGCONT)
-        stored = sum(paused.xlen(k) for k in keys)
+        # The server may still hold the CLI's last bytes: once its connections are gone,
+        # it has run every whole command they carried. Count in one transaction.
+        wait_for(lambda: len(paused.client_list()) == 1)
+        with paused.pipeline(transaction=True) as pipe:
+            for key in keys:
+                pipe.xlen(key)
+            stored = sum(pipe.execute())
     finally:
         if proc.poll() is None:
             proc.kill()
