@@ -431,9 +431,10 @@ def test_ctrl_c_during_sendmany_says_where_to_resume(project: Project, tmp_path:
     assert "\n" not in line and line.startswith("Error: interrupted after sending"), err
     sent = int(line.split("sending ")[1].split(" of ")[0])
     assert f"of {total} events (the first unsent is line {sent + 1})" in line
-    assert sent >= 1000 and sent % 1000 == 0
-    # The chunk in flight is one command: written whole or not at all.
-    assert stored in (sent, sent + 1000)
+    # Confirmed chunks are whole; the reply to the last one stored may not have come back
+    # before the pause. The chunk in flight is one command: written whole or not at all.
+    assert sent % 1000 == 0
+    assert stored >= 1000 and stored in (sent, sent + 1000)
 
 
 # --- exit codes, as docs/cli.md documents them ------------------------------------------------

@@ -75,8 +75,29 @@ def sendmany(target: str, source: str, plugins: tuple[str, ...]) -> None:
         numbers.append(number)
     if not records:
         raise click.ClickException("no events to send (the input is empty)")
-    sent = run(_send_all(stream, records, numbers), stream.app)
+    progress = _Progress(records, numbers)
+    try:
+        sent = run(_send_all(stream, progress), stream.app)
+    except KeyboardInterrupt:
+        # Ctrl-C that ended the event loop rather than the send (a second one, or one
+        # landing outside a send): the count of confirmed events still says where to resume.
+        raise click.ClickException(progress.interrupted()) from None
     click.echo(f"sent {sent} events to {stream.name}", err=True)
+
+
+class _Progress:
+    """The records to send, and how many of them Redis has confirmed so far."""
+
+    def __init__(self, records: list[Any], numbers: list[int]) -> None:
+        self.records = records
+        self.numbers = numbers  # the line of each record, for messages
+        self.sent = 0
+
+    def interrupted(self) -> str:
+        return (
+            f"interrupted after sending {self.sent} of {len(self.records)} events "
+            f"(the first unsent is line {self.numbers[self.sent]})"
+        )
 
 
 def _lines(source: str) -> list[bytes]:
@@ -89,9 +110,9 @@ def _lines(source: str) -> list[bytes]:
         raise click.ClickException(f"cannot read {source}: {exc.strerror}") from None
 
 
-async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> int:
+async def _send_all(stream: Stream, progress: _Progress) -> int:
+    records, numbers = progress.records, progress.numbers
     show = sys.stderr.isatty() and len(records) >= PROGRESS_MIN
-    sent = 0
     with (
         click.progressbar(length=len(records), label="sending", file=sys.stderr)
         if show
@@ -99,6 +120,7 @@ async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> i
     ):
         for start in range(0, len(records), CHUNK):
             chunk = records[start : start + CHUNK]
+            sent = progress.sent
             try:
                 await stream.send(*chunk)
             except (Exception, asyncio.CancelledError) as exc:  # say where to resume, then re-raise
@@ -107,10 +129,7 @@ async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> i
                     # Ctrl-C (which redis-py may report as a timeout): say where to resume,
                     # as for a dropped connection. The chunk in flight is one command,
                     # written whole or not at all.
-                    raise click.ClickException(
-                        f"interrupted after sending {sent} of {len(records)} events "
-                        f"(the first unsent is line {numbers[sent]})"
-                    ) from None
+                    raise click.ClickException(progress.interrupted()) from None
                 reason = failure(stream.app, exc)
                 if isinstance(exc, PartlySent):  # a cluster: some partitions' parts went in
                     last = numbers[start + len(chunk) - 1]
@@ -124,9 +143,9 @@ async def _send_all(stream: Stream, records: list[Any], numbers: list[int]) -> i
                     f"sending failed after {sent} of {len(records)} events "
                     f"(the first unsent is line {numbers[sent]}): {reason}"
                 ) from None
-            sent += len(chunk)
+            progress.sent += len(chunk)
             bar.update(len(chunk))
-    return sent
+    return progress.sent
 
 
 class _Null:
