@@ -37,7 +37,7 @@ PARTITIONS = 3
 APP_SOURCE = """
 from runnel import App, Record
 
-app = App(name={app_name!r}, default_join_delay=0, default_grace_period=2)
+app = App(name={name!r}, default_join_delay=0, default_grace_period=2)
 
 
 class Ping(Record):
@@ -72,7 +72,7 @@ def module(
     """The app module, written to ``tmp_path`` and imported in this process too."""
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     path = tmp_path / f"{MODULE}.py"
-    path.write_text(textwrap.dedent(APP_SOURCE.format(app_name=app_name, partitions=PARTITIONS)))
+    path.write_text(textwrap.dedent(APP_SOURCE.format(name=app_name, partitions=PARTITIONS)))
     spec = importlib.util.spec_from_file_location(f"{MODULE}_{app_name}", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

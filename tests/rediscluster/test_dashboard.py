@@ -11,42 +11,23 @@ from typing import Any
 
 from runnel.jobs.model import JobStatus
 from tests.dashboard.conftest import Dashboard, browser  # noqa: F401
-from tests.dashboard.test_dashboard import cells, rows
+from tests.dashboard.test_dashboard import APP_SOURCE, cells, rows
 from tests.helpers import WorkerProcess, wait_for
 from tests.rediscluster.spread import SpreadApp, spread_fixture
 
 LONG = 120.0  # only bounds a hung test
 PARTITIONS = 6
-APP = """
-from runnel import App, Record
-
-app = App(name={name!r}, default_join_delay=0, default_grace_period=2)
-
-
-class Ping(Record):
-    key: str
-    n: int
-
-
-pings = app.stream("pings", record=Ping, partition_by="key", partition_count={partitions})
-
-
-@app.processor(pings)
-async def tally(events):
-    async for ping in events.records():
-        pass
-
+# The dashboard tests' app, with a processor the worker does not run (its lag stays).
+APP = (
+    APP_SOURCE
+    + """
 
 @app.processor(pings)
 async def idle(events):
     async for ping in events.records():
         pass
-
-
-@app.job(retries=0)
-async def fail(message: str) -> str:
-    raise ValueError(f"failing on purpose: {{message}}")
 """
+)
 
 
 spread = spread_fixture(APP, "dashapp", PARTITIONS)
