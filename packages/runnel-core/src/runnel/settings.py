@@ -69,6 +69,9 @@ class Settings(_ProcessorDefaults):
     redis_key_layout: Literal["classic", "cluster"] | None = None
     """Which key names the store uses; None: the URL's scheme decides (``redis+cluster://``:
     the cluster layout, else the 0.1 one). docs/cluster.md."""
+    redis_max_connections: int = Field(100, gt=0)
+    """Connections a process's client keeps to each Redis server (each master of a
+    cluster); a call made while all are busy waits for one."""
     wait_replicas: int = Field(0, ge=0)
     """Replicas that must hold a send (and a job enqueue) before it returns; 0: no waiting."""
     wait_timeout: float = Field(1.0, gt=0, description="seconds")

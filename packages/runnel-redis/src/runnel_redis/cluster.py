@@ -39,6 +39,7 @@ from runnel_redis.coordination import (
 from runnel_redis.errors import user_of
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Cluster, KeyLayout
+from runnel_redis.pool import WaitingCluster
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded, refusal
 from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
@@ -189,9 +190,8 @@ class RedisClusterTransport(RedisTransport):
         return cast(Any, self.cluster)
 
     def _new_client(self, **options: Any) -> RedisCluster:
-        client = RedisCluster.from_url(
-            client_url(self.url), decode_responses=False, **{**self._client_options, **options}
-        )
+        options = {"max_connections": self.max_connections, **self._client_options, **options}
+        client = WaitingCluster.from_url(client_url(self.url), decode_responses=False, **options)
         for name in _RAW_REPLIES:
             client.response_callbacks.pop(name, None)
         return client
@@ -355,7 +355,9 @@ class RedisClusterTransport(RedisTransport):
     def client(self) -> Any:
         """A plain redis-py cluster client for the app's URL (``App.redis``)."""
         if self._client is None:
-            self._client = RedisCluster.from_url(client_url(self.url))
+            self._client = WaitingCluster.from_url(
+                client_url(self.url), max_connections=self.max_connections
+            )
         return cast(RedisCluster, self._client)
 
     # The stores.

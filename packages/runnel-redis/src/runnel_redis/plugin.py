@@ -25,6 +25,7 @@ def _options(url: str, settings: Settings) -> dict[str, Any]:
         "layout": layout_for(url, settings.redis_key_layout),
         "wait_replicas": settings.wait_replicas,
         "wait_timeout": settings.wait_timeout,
+        "max_connections": settings.redis_max_connections,
     }
 
 

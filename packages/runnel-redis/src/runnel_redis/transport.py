@@ -14,7 +14,7 @@ from runnel.exceptions import EntryIdError, NotReplicated
 from runnel.synclog import SyncLog
 from runnel.transport import Fields, PartitionId, Transport
 from runnel.urls import redact
-from runnel_redis import errors, resp, scripts
+from runnel_redis import errors, pool, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Classic, KeyLayout
@@ -41,9 +41,11 @@ class RedisTransport(Transport):
         layout: KeyLayout | None = None,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
+        max_connections: int = pool.DEFAULT_MAX_CONNECTIONS,
         **client_options: Any,
     ) -> None:
         self.url = url
+        self.max_connections = max_connections
         self.layout = self._checked_layout(layout)
         self.key_layout = self.layout.name
         self.wait_replicas = wait_replicas
@@ -66,7 +68,10 @@ class RedisTransport(Transport):
         # Refusals (a wrong password, a missing permission, a full Redis) become Runnel's
         # own exceptions, naming the user but never the password.
         client_options.setdefault("parser_class", errors.parser_class(self.url))
-        client = aioredis.Redis.from_url(self.url, decode_responses=False, **client_options)
+        # More calls at once than connections wait for one (runnel_redis.pool).
+        client = pool.client(
+            self.url, self.max_connections, decode_responses=False, **client_options
+        )
         for name in _RAW_REPLIES:
             client.response_callbacks.pop(name, None)
         return client
@@ -244,7 +249,7 @@ class RedisTransport(Transport):
         """A plain redis-py asyncio client for the app's URL (``App.redis``), kept apart
         from Runnel's own, whose replies are left raw for speed."""
         if self._client is None:
-            self._client = aioredis.Redis.from_url(self.url)
+            self._client = pool.client(self.url, self.max_connections)
         return self._client
 
     async def aclose(self) -> None:
