@@ -30,11 +30,17 @@ def wait_for(check: Callable[[], Any], timeout: float = 30.0, interval: float = 
 
 
 def cli(
-    *args: str, cwd: Path, env: dict[str, str], input: str | None = None
+    *args: str, cwd: Path, env: dict[str, str], input: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `runnel` command line and capture what it prints."""
     return subprocess.run(
-        [*RUNNEL, *args], cwd=cwd, env=env, input=input, capture_output=True, text=True, timeout=120
+        [*RUNNEL, *args],
+        cwd=cwd,
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

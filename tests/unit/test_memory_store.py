@@ -140,7 +140,7 @@ async def test_trimmed_pending_entries_read_back_without_fields(
     await c.acquire("a", [p], 10_000)
     ids = await fill(transport, p, 2)
     await c.read("a", CONSUMER, {p: NEW}, 10)
-    await transport.append([(p, {b"n": b"x"}) for _ in range(3)], maxlen=3)
+    await transport.append([(p, {b"n": b"x"}) for _ in range(3)], maxlen=3, drop_oldest=True)
     assert await transport.lengths([p]) == {p: 3}
     again = await c.read("a", CONSUMER, {p: PENDING}, 10)
     assert again.entries == [(p, [(ids[0], None), (ids[1], None)])]

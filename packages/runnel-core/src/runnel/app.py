@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -190,8 +190,13 @@ class App:
         partition_size: int | None = None,
         serializer: Serializer | str | None = None,
         hasher: Callable[[Any], int] | str | None = None,
+        on_full: Literal["wait", "drop_oldest"] | None = None,
     ) -> Stream:
-        """Declare a stream of ``record`` events, partitioned by ``partition_by``."""
+        """Declare a stream of ``record`` events, partitioned by ``partition_by``.
+
+        ``on_full``: when a partition is at ``partition_size`` with entries a processor
+        has not acknowledged, ``"wait"`` (the default) makes a send wait for room, and
+        ``"drop_oldest"`` trims them anyway, counting each as lost (docs/guide.md)."""
         _check_name("stream", name)
         s = self.settings
         if not (isinstance(record, type) and issubclass(record, Record)):
@@ -209,6 +214,7 @@ class App:
             partition_size=s.default_partition_size if partition_size is None else partition_size,
             serializer=_stream_serializer(record, serializer, s.default_serializer),
             hasher=s.default_hasher if hasher is None else resolve_hasher(hasher),
+            on_full=s.default_on_full if on_full is None else on_full,
         )
         existing = self.streams.get(name)
         if existing is not None and existing.partition_count != stream.partition_count:

@@ -86,3 +86,30 @@ class PartlySent(RunnelError):
     def sent(self) -> list[int]:
         """The indexes of the records that are in the store."""
         return [i for i, entry in enumerate(self.ids) if entry is not None]
+
+
+class PartitionFull(PartlySent):
+    """A partition is at its ``partition_size`` and what fills it is entries a processor
+    has not acknowledged yet, which Runnel does not trim by default (a stream's
+    ``on_full="wait"``). :meth:`Stream.send` waits ``full_timeout`` seconds for the
+    processor to make room, then raises this. ``ids`` say which records are in the store,
+    as for :class:`PartlySent` (on one Redis or in memory: none of them).
+
+    ``stream`` and ``partition`` name the full partition, ``processor`` the slowest
+    consumer group, the one holding the oldest unacknowledged entry there.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        ids: list[bytes | None],
+        stream: str,
+        partition: int,
+        processor: str | None,
+        size: int,
+    ):
+        super().__init__(message, ids)
+        self.stream = stream
+        self.partition = partition
+        self.processor = processor
+        self.size = size

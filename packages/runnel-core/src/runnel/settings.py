@@ -90,6 +90,11 @@ class Settings(_ProcessorDefaults):
     # Stream defaults.
     default_partition_count: int = Field(16, gt=0)
     default_partition_size: int = Field(50_000, gt=0)
+    default_on_full: Literal["wait", "drop_oldest"] = "wait"
+    """What a send does to a partition at its size whose oldest entries a processor has
+    not acknowledged: wait for room (then PartitionFull), or drop them (counted as lost)."""
+    full_timeout: float = Field(30.0, ge=0, description="seconds")
+    """How long a send waits for room in a full partition before PartitionFull."""
     default_serializer: Any = "json"
     default_hasher: Any = default_hasher
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from runnel.backpressure import too_big, wait_for_room
 from runnel.exceptions import (
     DecodeError,
     EncodeError,
     EntryIdError,
     Misconfigured,
+    PartitionFull,
     SchemaIncompatible,
 )
 from runnel.interfaces import Serializer
 from runnel.record import Record
+from runnel.transport import Fields as EntryFields
 from runnel.transport import PartitionId
 from runnel.types import Event, Fields, Partition
 
@@ -45,6 +48,7 @@ class Stream:
         partition_size: int,
         serializer: Serializer | None,
         hasher: Callable[[Any], int],
+        on_full: str = "wait",
     ) -> None:
         if not (isinstance(record, type) and issubclass(record, Record)):
             raise Misconfigured(
@@ -59,6 +63,10 @@ class Stream:
             raise Misconfigured(f"stream {name!r}: partition_by must be a field name or a function")
         if partition_count < 1 or partition_size < 1:
             raise Misconfigured(f"stream {name!r}: partition_count and partition_size must be >= 1")
+        if on_full not in ("wait", "drop_oldest"):
+            raise Misconfigured(
+                f"stream {name!r}: on_full must be 'wait' or 'drop_oldest', not {on_full!r}"
+            )
         if record.is_primitive() and serializer is not None:
             raise Misconfigured(
                 f"stream {name!r}: {record.__name__} is a primitive record, stored as native "
@@ -73,6 +81,7 @@ class Stream:
             "partition_size": partition_size,
             "serializer": serializer,
             "hasher": hasher,
+            "on_full": on_full,
         }
         self.app = app
         self.name = name
@@ -80,6 +89,7 @@ class Stream:
         self.partition_by = partition_by
         self.partition_count = partition_count
         self.partition_size = partition_size
+        self.on_full = on_full
         if record.is_primitive() or serializer is None:
             self.serializer = None
         else:
@@ -304,12 +314,33 @@ class Stream:
                 raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
         if True not in self._prepared:
             await self.prepare(writing=True)
-        if ids is None:
-            return await self.app.transport.append(entries, maxlen=self.partition_size)
         try:
-            return await self.app.transport.append(entries, maxlen=self.partition_size, ids=ids)
+            return await self.append(entries, ids)
         except EntryIdError as exc:
             raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
+
+    async def append(
+        self, entries: Sequence[tuple[PartitionId, EntryFields]], ids: Sequence[str] | None = None
+    ) -> list[bytes]:
+        """Store encoded entries in this stream's partitions, held to ``partition_size``
+        as ``on_full`` says: a full partition is waited for (``full_timeout``), or its
+        oldest entries are dropped and counted as lost (docs/guide.md)."""
+        drop = self.on_full == "drop_oldest"
+        maxlen = self.partition_size
+        transport = self.app.transport
+        try:
+            return await transport.append(entries, maxlen=maxlen, ids=ids, drop_oldest=drop)
+        except PartitionFull as refused:
+            if (error := too_big(entries, maxlen)) is not None:
+                raise error from None
+
+            def again(
+                some: Sequence[tuple[PartitionId, EntryFields]], at: Sequence[str] | None
+            ) -> Awaitable[list[bytes]]:
+                return transport.append(some, maxlen=maxlen, ids=at, drop_oldest=drop)
+
+            timeout = self.app.settings.full_timeout
+            return await wait_for_room(again, entries, ids, refused, timeout)
 
     def _encode_error(self, record: Record, index: int, count: int, exc: Exception) -> EncodeError:
         where = f" (record {index + 1} of {count})" if count > 1 else ""

@@ -29,6 +29,17 @@ class LogError(TransportError):
     """The store failed a read or an append (a lost connection, a refusal)."""
 
 
+class LogFull(LogError):
+    """An append found ``partition`` at its size with entries consumer group ``group`` has
+    not acknowledged (see :meth:`Transport.append`): nothing of it was appended; the
+    caller may wait and try again."""
+
+    def __init__(self, message: str, partition: PartitionId, group: str) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.group = group
+
+
 class PartlyAppended(LogError):
     """An append over several partitions failed for some of them, on a store that writes
     each partition's part whole but not the batch (Redis Cluster): ``written`` are the
@@ -80,12 +91,17 @@ class SyncLog(abc.ABC):
 
     @abc.abstractmethod
     def append(
-        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        drop_oldest: bool = False,
     ) -> None:
         """Append ``(partition, fields)`` entries in order, in one round trip; each
-        partition is trimmed to about ``maxlen`` entries. All or none where the store can
-        (one Redis); else all or none per partition, and :class:`PartlyAppended` says
-        which partitions' entries are in when some failed."""
+        partition is held to ``maxlen`` entries as :meth:`Transport.append` does (a full
+        partition: :class:`LogFull`, nothing appended; ``drop_oldest``: trimmed anyway,
+        counted as lost). All or none where the store can (one Redis); else all or none
+        per partition, and :class:`PartlyAppended` says which partitions' entries are in
+        when some failed."""
 
     @abc.abstractmethod
     def close(self) -> None:

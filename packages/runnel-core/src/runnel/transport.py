@@ -87,10 +87,21 @@ class Transport(abc.ABC):
         entries: Sequence[tuple[PartitionId, Fields]],
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
+        drop_oldest: bool = False,
     ) -> list[bytes]:
         """Append ``(partition, fields)`` entries in one round trip, all or none (or,
         for a store that cannot, all or none per partition, raising
         :class:`~runnel.exceptions.PartlySent` when only some are in); return their ids.
+
+        ``maxlen`` caps each partition (a stream's ``partition_size``). A partition longer
+        than ``maxlen + trim_slack(maxlen)`` is trimmed from its oldest entry back to
+        ``maxlen``, but by default never past an entry that a consumer group has not
+        acknowledged (read or not): if the entries cannot fit without that, nothing is
+        appended to that partition and :class:`~runnel.exceptions.PartitionFull` is
+        raised, naming the partition and the group holding the oldest such entry. With
+        ``drop_oldest`` the cap wins: the oldest entries go whatever their state, and
+        each group's count of entries it never read that went is added to its
+        :meth:`lost` count (its lag stays true: it no longer counts them).
 
         ``ids`` (only passed when a caller gives them) are the entries' ids, ``"*"`` for
         one the store picks, else ``"MS-SEQ"`` in canonical decimal; the caller has checked
@@ -144,6 +155,17 @@ class Transport(abc.ABC):
         but not acknowledged). The first is None where the store cannot tell."""
         raise Misconfigured(f"{type(self).__name__} cannot report backlogs")
 
+    async def lost(self, partitions: Sequence[PartitionId], group: str) -> dict[PartitionId, int]:
+        """For each partition: how many entries were trimmed before ``group`` read them
+        (``drop_oldest``, or entries it had read but not acknowledged found gone when
+        read again: :meth:`count_lost`). A store that never trims such entries: 0."""
+        return dict.fromkeys(partitions, 0)
+
+    async def count_lost(  # noqa: B027 (a store that never trims unread entries: nothing)
+        self, partition: PartitionId, group: str, count: int
+    ) -> None:
+        """Add ``count`` to ``group``'s :meth:`lost` count of ``partition``."""
+
     async def first_pending(self, partition: PartitionId, group: str) -> bytes | None:
         """The oldest entry delivered to ``group`` and not acknowledged (``runnel
         processor skip``)."""
@@ -195,6 +217,13 @@ class Transport(abc.ABC):
         """Synchronous, picklable access to the partition logs, for engines that read and
         write from processes of their own (runnel-spark)."""
         raise Misconfigured(f"{type(self).__name__} offers no synchronous access to its logs")
+
+
+def trim_slack(maxlen: int) -> int:
+    """How far past ``maxlen`` a partition may grow before it is trimmed back to it: 1 %,
+    between 1 and 1,000 entries, so that the cost of a trim (finding what may go) is paid
+    once per that many appends rather than on each. Every store uses this bound."""
+    return max(1, min(1_000, maxlen // 100))
 
 
 def transport_for(url: str, settings: Settings) -> Transport:

@@ -42,7 +42,12 @@ from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.pool import WaitingCluster
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded, refusal
-from runnel_redis.transport import _RAW_REPLIES, RedisTransport, check_replicated
+from runnel_redis.transport import (
+    _RAW_REPLIES,
+    RedisTransport,
+    check_replicated,
+    partition_full,
+)
 from runnel_redis.watch import Watch
 
 _POLL = 0.02
@@ -224,32 +229,37 @@ class RedisClusterTransport(RedisTransport):
         entries: Sequence[tuple[PartitionId, Fields]],
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
+        drop_oldest: bool = False,
     ) -> list[bytes]:
-        """One append script per partition (its entries in order, whole or not at all),
-        all of them in one pipeline; then WAIT on each master written to."""
+        """One append script per partition (its entries in order, whole or not at all,
+        held to ``maxlen``: lua/room.lua), all of them in one pipeline; then WAIT on each
+        master written to."""
         groups: dict[str, list[int]] = {}
         for i, (partition, _) in enumerate(entries):
             groups.setdefault(self.partition_key(partition), []).append(i)
-        trim = maxlen if maxlen is not None else b""
+        head: list[Any] = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
         calls = []
         for key, members in groups.items():
+            keys = [key]
+            if drop_oldest:
+                keys.append(self.lost_key(entries[members[0]][0]))
             if ids is None:
-                args: list[Any] = [trim]
+                args: list[Any] = list(head)
                 for i in members:
                     fields = entries[i][1]
                     args += (1, len(fields))
                     for item in fields.items():
                         args += item
-                calls.append(_eval(scripts.APPEND, [key], args))
+                calls.append(_eval(scripts.APPEND, keys, args))
             else:
                 first = next((ids[i] for i in members if ids[i] != "*"), "")
-                args = [trim, first]
+                args = [*head, first]
                 for i in members:
                     fields = entries[i][1]
                     args += (1, ids[i], len(fields))
                     for item in fields.items():
                         args += item
-                calls.append(_eval(scripts.APPEND_AT, [key], args))
+                calls.append(_eval(scripts.APPEND_AT, keys, args))
         written: set[str] = set()
         if self.wait_replicas:
             replies, acked = await self._append_and_wait(calls, list(groups))
@@ -266,6 +276,11 @@ class RedisClusterTransport(RedisTransport):
                 out[i] = entry_id
         if failed:
             key, error = failed[0]
+            if all(str(e).startswith("RUNNELFULL ") for _, e in failed):
+                group = str(error).split(" ", 2)[2]
+                full = partition_full(entries[groups[key][0]][0], group, maxlen or 0, 0)
+                full.ids = out
+                raise full
             if ids is not None and str(error).startswith("IDORDER") and not written:
                 raise EntryIdError(str(error).removeprefix("IDORDER ")) from None
             if not written:

@@ -27,7 +27,7 @@ from runnel.transport import Fields, PartitionId
 from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster
-from runnel_redis.synclog import KeyedLog, extent_calls, extents_of
+from runnel_redis.synclog import KeyedLog, extent_calls, extents_of, full_partition
 from runnel_redis.transport import check_replicated
 
 
@@ -139,7 +139,10 @@ class ClusterLog(KeyedLog):
         return [reply.decode() if reply else None for reply in replies]
 
     def append(
-        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        drop_oldest: bool = False,
     ) -> None:
         """One APPEND call per partition (its entries in order, whole or not at all), in
         one pipeline; :class:`PartlyAppended` when some partitions' parts are in and
@@ -147,16 +150,16 @@ class ClusterLog(KeyedLog):
         if not entries:
             return
         groups: dict[PartitionId, list[Any]] = {}
-        trim = maxlen if maxlen is not None else b""
+        head = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
         for partition, fields in entries:
             args = groups.get(partition)
             if args is None:
-                args = groups[partition] = [trim]
+                args = groups[partition] = list(head)
             args += (1, len(fields))
             for item in fields.items():
                 args += item
         calls = [
-            ("EVAL", scripts.APPEND, 1, self._key(partition), *args)
+            ("EVAL", scripts.APPEND, *self._append_keys(partition, drop_oldest), *args)
             for partition, args in groups.items()
         ]
         what = f"appending {len(entries)} entries to {len(groups)} partitions"
@@ -187,6 +190,9 @@ class ClusterLog(KeyedLog):
                     check_replicated(count, self.wait_replicas, self.wait_timeout_ms, where)
             return
         if not written:
+            full = full_partition(first_error, list(groups), maxlen)
+            if full is not None and not unknown:
+                raise full from None
             raise self._failed(what, first_error) from first_error
         message = (
             f"{redact(self.url)}: {what} failed part-way: the entries of partitions "
@@ -196,6 +202,11 @@ class ClusterLog(KeyedLog):
             + f" ({type(first_error).__name__}: {first_error})"
         )
         raise PartlyAppended(message, written, refused, unknown) from first_error
+
+    def _append_keys(self, partition: PartitionId, drop_oldest: bool) -> list[Any]:
+        """The key count and keys of one partition's append (lua/append.lua)."""
+        key = self._key(partition)
+        return [2, key, self.layout.lost(*partition)] if drop_oldest else [1, key]
 
     def _raise_first(self, replies: Sequence[Any], what: str) -> None:
         for reply in replies:

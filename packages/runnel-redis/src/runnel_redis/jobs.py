@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -37,7 +36,7 @@ from runnel.jobs.model import (
     QueueCounts,
 )
 from runnel.jobs.store import JobStore
-from runnel_redis import keys, resp
+from runnel_redis import keys, resp, scripts
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
 
@@ -46,8 +45,7 @@ _FOUR = b"$%d\r\n%s\r\n$%d\r\n%s\r\n"
 """Two bulk strings in RESP (lengths and bytes), for the values of a job that change."""
 
 
-def _lua(name: str) -> str:
-    return (resources.files("runnel_redis") / "lua" / f"{name}.lua").read_text()
+_lua = scripts.lua
 
 
 def _ms(seconds: float) -> int:

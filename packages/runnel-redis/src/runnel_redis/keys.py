@@ -7,6 +7,12 @@ def partition(app: str, stream: str, number: int) -> str:
     return f"__strm:{app}.{stream}.{number}"
 
 
+def lost(app: str, stream: str, number: int) -> str:
+    """A hash of the partition's entries trimmed before a group read them, per group
+    (only streams with on_full="drop_oldest" write it; not a runnel 0.1 key)."""
+    return f"__lost:{app}.{stream}.{number}"
+
+
 def membership(app: str, stream: str, processor: str) -> str:
     return f"__memb:{app}.{stream}.{processor}"
 

@@ -44,6 +44,10 @@ class KeyLayout(ABC):
     def partition(self, app: str, stream: str, number: int) -> str: ...
 
     @abstractmethod
+    def lost(self, app: str, stream: str, number: int) -> str:
+        """The partition's count of entries trimmed unread, per group (same slot)."""
+
+    @abstractmethod
     def membership(self, app: str, stream: str, processor: str) -> str: ...
 
     @abstractmethod
@@ -103,6 +107,9 @@ class Classic(KeyLayout):
 
     def partition(self, app: str, stream: str, number: int) -> str:
         return keys.partition(app, stream, number)
+
+    def lost(self, app: str, stream: str, number: int) -> str:
+        return keys.lost(app, stream, number)
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return keys.membership(app, stream, processor)
@@ -186,6 +193,9 @@ class Cluster(KeyLayout):
 
     def partition_lock(self, app: str, stream: str, processor: str, number: int) -> str:
         return f"__lock:{{{self.partition_tag(app, stream, number)}}}.{processor}"
+
+    def lost(self, app: str, stream: str, number: int) -> str:
+        return f"__lost:{{{self.partition_tag(app, stream, number)}}}"
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return f"__memb:{{{self.processor_tag(app, stream, processor)}}}"

@@ -7,8 +7,9 @@ their constant parts are packed once (:func:`arguments`) and joined to what chan
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -92,6 +93,19 @@ class Script:
         self._evalsha = arguments(("EVALSHA", hashlib.sha1(text.encode()).hexdigest()))
         self._eval = arguments(("EVAL", text))
 
+    async def exchange(
+        self, keys: Sequence[Arg], count: int, args: bytes, then: bytes = b"", more: int = 0
+    ) -> list[Any]:
+        """Call with ``count`` arguments packed already, followed on the same connection
+        by ``then`` (``more`` packed commands, a WAIT say); every reply, an error reply as
+        its exception. For scripts without flags (see :meth:`packed`)."""
+        head = header(3 + len(keys) + count)
+        tail = arguments((len(keys), *keys)) + args + then
+        replies = await exchange(self.client, head + self._evalsha + tail, 1 + more)
+        if isinstance(replies[0], NoScriptError):
+            replies = await exchange(self.client, head + self._eval + tail, 1 + more)
+        return replies
+
     async def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
         return await self.packed(keys, len(args), arguments(args))
 
@@ -108,3 +122,44 @@ class Script:
         if isinstance(reply, Exception):
             raise reply
         return reply
+
+
+def pack_entries(
+    entries: Iterable[tuple[str, Mapping[Any, Any]]],
+    streams: dict[str, int],
+    ids: Sequence[str] | None = None,
+) -> tuple[bytes, int]:
+    """The append scripts' arguments for ``(key, fields)`` entries (lua/append.lua; with
+    ``ids``, lua/append_at.lua's), packed, and their number; fills ``streams`` with each
+    key's index. Small numbers and field names repeat on every entry, so their packed
+    forms are kept."""
+    out: list[bytes] = []
+    add = out.append
+    count = 0
+    for n, (key, fields) in enumerate(entries):
+        index = streams.get(key)
+        if index is None:
+            index = streams[key] = len(streams) + 1
+        add(_number(index))
+        if ids is not None:
+            add(arguments((ids[n],)))
+            count += 1
+        add(_number(len(fields)))
+        count += 2 + 2 * len(fields)
+        for name, value in fields.items():
+            add(_name(name))
+            if type(value) is bytes:
+                add(b"$%d\r\n%b\r\n" % (len(value), value))
+            else:  # str, numbers: as arguments() sends them
+                add(arguments((value,)))
+    return b"".join(out), count
+
+
+@functools.cache
+def _number(n: int) -> bytes:
+    return arguments((n,))
+
+
+@functools.cache
+def _name(name: bytes | str) -> bytes:
+    return arguments((name,))

@@ -7,7 +7,14 @@ refuses to compile that line; callers then send the script without it (:func:`pl
 Sending events (APPEND) has no such flag, on purpose: it is refused when Redis is full.
 """
 
+from importlib import resources
+
 ALLOW_OOM = "#!lua flags=allow-oom\n"
+
+
+def lua(name: str) -> str:
+    """The text of ``lua/NAME.lua``."""
+    return (resources.files("runnel_redis") / "lua" / f"{name}.lua").read_text()
 
 
 def plain(text: str) -> str:
@@ -181,88 +188,10 @@ return 0
 """
 )
 
-# KEYS: the partition streams a batch goes to. ARGV[1]: MAXLEN (empty: no trimming), then
-# per entry: the index of its stream in KEYS, its number of fields, then its fields and
-# values. Appends every entry, in order, and returns their ids; or, if any key holds
-# something other than a stream, appends none. (Redis refuses a script's first write
-# when it is out of memory, and then nothing is written either.)
-APPEND = """
-for _, key in ipairs(KEYS) do
-  local kind = redis.call('TYPE', key)['ok']
-  if kind ~= 'stream' and kind ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a stream')
-  end
-end
-local head = {'XADD', '', '*'}
-if ARGV[1] ~= '' then
-  head = {'XADD', '', 'MAXLEN', '~', ARGV[1], '*'}
-end
-local ids = {}
-local i = 2
-local last = #ARGV
-while i <= last do
-  local args = {unpack(head)}
-  args[2] = KEYS[tonumber(ARGV[i])]
-  local stop = i + 1 + 2 * tonumber(ARGV[i + 1])
-  for j = i + 2, stop do
-    args[#args + 1] = ARGV[j]
-  end
-  ids[#ids + 1] = redis.call(unpack(args))
-  i = stop + 1
-end
-return ids
-"""
+# Appending to partition streams held to their size: lua/room.lua, then the append.
+APPEND = lua("room") + lua("append")
+APPEND_AT = lua("room") + lua("append_at")
 
-# APPEND with explicit ids (send(..., stream_ids=...)). KEYS: the partition streams.
-# ARGV[1]: MAXLEN (empty: no trimming); ARGV[1 + n]: the first explicit id going to
-# KEYS[n] (empty if none), then per entry: its stream's index in KEYS, its id ("*" or a
-# canonical "MS-SEQ"), its number of fields, its fields and values. The caller has checked
-# that a stream's ids rise and that none follows a "*"; so if each first id is above its
-# stream's last generated id, every XADD succeeds. Otherwise appends none and replies
-# IDORDER.
-APPEND_AT = """
-local function above(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if #am ~= #bm then return #am > #bm end
-  if am ~= bm then return am > bm end
-  if #as ~= #bs then return #as > #bs end
-  return as > bs
-end
-for n, key in ipairs(KEYS) do
-  local kind = redis.call('TYPE', key)['ok']
-  if kind ~= 'stream' and kind ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a stream')
-  end
-  local first = ARGV[n + 1]
-  if first ~= '' and kind == 'stream' then
-    local info = redis.call('XINFO', 'STREAM', key)
-    for i = 1, #info, 2 do
-      if info[i] == 'last-generated-id' and not above(first, info[i + 1]) then
-        return redis.error_reply('IDORDER entry id ' .. first .. ' is not above '
-          .. info[i + 1] .. ', the last id of ' .. key)
-      end
-    end
-  end
-end
-local ids = {}
-local i = #KEYS + 2
-local last = #ARGV
-while i <= last do
-  local args = {'XADD', KEYS[tonumber(ARGV[i])]}
-  if ARGV[1] ~= '' then
-    args = {'XADD', args[2], 'MAXLEN', '~', ARGV[1]}
-  end
-  args[#args + 1] = ARGV[i + 1]
-  local stop = i + 2 + 2 * tonumber(ARGV[i + 2])
-  for j = i + 3, stop do
-    args[#args + 1] = ARGV[j]
-  end
-  ids[#ids + 1] = redis.call(unpack(args))
-  i = stop + 1
-end
-return ids
-"""
 
 # KEYS[1]: the admin lock. ARGV: token, ttl_ms. SET NX PX, allowed when Redis is full.
 TAKE = (

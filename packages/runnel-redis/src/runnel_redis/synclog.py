@@ -7,17 +7,16 @@ so a batch is written whole or not at all in one command and one reply.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
 
-from runnel.synclog import Entries, Extent, LogError, SyncLog, next_id
+from runnel.synclog import Entries, Extent, LogError, LogFull, SyncLog, next_id
 from runnel.transport import Fields, PartitionId
 from runnel.urls import redact
 from runnel_redis import resp, scripts
@@ -26,6 +25,8 @@ from runnel_redis.layout import Classic, KeyLayout, layout_for
 _RAW = ("XRANGE", "XREVRANGE", "XLEN")
 _EVALSHA_APPEND = resp.arguments(("EVALSHA", hashlib.sha1(scripts.APPEND.encode()).hexdigest()))
 _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
+_KEEP = resp.arguments((b"",))
+_DROP = resp.arguments((b"drop",))
 
 
 class KeyedLog(SyncLog):
@@ -143,20 +144,32 @@ class RedisLog(KeyedLog):
         return [reply.decode() if reply else None for reply in replies]
 
     def append(
-        self, entries: Sequence[tuple[PartitionId, Fields]], maxlen: int | None = None
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        drop_oldest: bool = False,
     ) -> None:
         if not entries:
             return
         streams: dict[str, int] = {}
-        packed, count = _pack_entries([(self._key(p), f) for p, f in entries], streams)
-        maxlen_arg = resp.arguments((maxlen if maxlen is not None else b"",))
-        head = resp.header(4 + len(streams) + count)
-        tail = resp.arguments((len(streams), *streams)) + maxlen_arg + packed
+        packed, count = resp.pack_entries([(self._key(p), f) for p, f in entries], streams)
+        keys = list(streams)
+        if drop_oldest:
+            by_key = {self._key(p): p for p, _ in entries}
+            keys += [self.layout.lost(*by_key[key]) for key in streams]
+        cap = resp.arguments((maxlen if maxlen is not None else b"",))
+        head = resp.header(5 + len(keys) + count)
+        tail = resp.arguments((len(keys), *keys)) + cap + (_DROP if drop_oldest else _KEEP) + packed
         try:
             try:
                 self._exchange(head + _EVALSHA_APPEND + tail)
             except NoScriptError:
                 self._exchange(head + _EVAL_APPEND + tail)
+        except ResponseError as exc:
+            full = full_partition(exc, list(dict.fromkeys(p for p, _ in entries)), maxlen)
+            if full is None:
+                raise self._failed(f"appending {len(entries)} entries", exc) from exc
+            raise full from None
         except RedisError as exc:
             raise self._failed(f"appending {len(entries)} entries", exc) from exc
 
@@ -184,39 +197,22 @@ class RedisLog(KeyedLog):
             self._redis = None
 
 
-def _pack_entries(
-    entries: Sequence[tuple[str, Fields]], streams: dict[str, int]
-) -> tuple[bytes, int]:
-    """The APPEND script's arguments after MAXLEN, packed (see scripts.APPEND), and their
-    number; fills ``streams`` with each key's index. Small numbers and field names repeat
-    on every entry, so their packed forms are kept."""
-    out: list[bytes] = []
-    add = out.append
-    count = 0
-    for key, fields in entries:
-        index = streams.get(key)
-        if index is None:
-            index = streams[key] = len(streams) + 1
-        add(_number(index))
-        add(_number(len(fields)))
-        count += 2 + 2 * len(fields)
-        for name, value in fields.items():
-            add(_name(name))
-            if type(value) is bytes:
-                add(b"$%d\r\n%b\r\n" % (len(value), value))
-            else:  # str, numbers: as the transport sends them
-                add(resp.arguments((value,)))
-    return b"".join(out), count
-
-
-@functools.cache
-def _number(n: int) -> bytes:
-    return resp.arguments((n,))
-
-
-@functools.cache
-def _name(name: bytes | str) -> bytes:
-    return resp.arguments((name,))
+def full_partition(
+    reply: Exception, partitions: Sequence[PartitionId], maxlen: int | None
+) -> LogFull | None:
+    """The :class:`LogFull` an append script's RUNNELFULL refusal stands for, else None."""
+    text = str(reply)
+    if not text.startswith("RUNNELFULL ") or maxlen is None:
+        return None
+    _, index, group = text.split(" ", 2)
+    partition = partitions[int(index) - 1]
+    return LogFull(
+        f"partition {partition.number} of stream {partition.stream!r} is full "
+        f"(partition_size {maxlen}) with entries processor {group!r} has not acknowledged; "
+        "nothing of this chunk was appended",
+        partition,
+        group,
+    )
 
 
 def _fields(flat: list[bytes] | None) -> dict[bytes, bytes]:

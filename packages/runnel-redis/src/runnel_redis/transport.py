@@ -10,7 +10,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
-from runnel.exceptions import EntryIdError, NotReplicated
+from runnel.exceptions import EntryIdError, NotReplicated, PartitionFull
 from runnel.synclog import SyncLog
 from runnel.transport import Fields, PartitionId, Transport
 from runnel.urls import redact
@@ -26,8 +26,6 @@ from runnel_redis.synclog import RedisLog
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
 _RAW_REPLIES = ("XREADGROUP", "XAUTOCLAIM", "XREAD")
 _START = b"0-0"  # Redis's id before every entry
-
-_EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
 
 
 @guarded
@@ -53,7 +51,8 @@ class RedisTransport(Transport):
         self._keys: dict[PartitionId, str] = {}
         self._client: Any = None
         self._ensure_group: resp.Script | None = None
-        self._append_at_script: resp.Script | None = None
+        self._append: resp.Script | None = None
+        self._append_at: resp.Script | None = None
         self.redis = self._connect(client_options)
 
     def _checked_layout(self, layout: KeyLayout | None) -> KeyLayout:
@@ -85,92 +84,60 @@ class RedisTransport(Transport):
             key = self._keys[partition] = self.layout.partition(*partition)
         return key
 
+    def lost_key(self, partition: PartitionId) -> str:
+        return self.layout.lost(*partition)
+
     async def append(
         self,
         entries: Sequence[tuple[PartitionId, Fields]],
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
+        drop_oldest: bool = False,
     ) -> list[bytes]:
-        if ids is not None:
-            return await self._append_at(entries, maxlen, ids)
+        """One script call (lua/append.lua): the batch is appended whole or not at all, in
+        one command and one reply, each partition held to ``maxlen`` (lua/room.lua)."""
         key_of = self.partition_key
-        if len(entries) == 1 and not self.wait_replicas:
-            partition, fields = entries[0]
-            key = key_of(partition)
-            # redis-py wants a dict of its own (invariant) key types, and types the id bytes | str.
-            entry = await self.redis.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
-            return [cast(bytes, entry)]
-        # One script: a batch is appended whole or not at all, in one command and one
-        # reply (MULTI/EXEC answers every XADD twice, and reading those replies one by
-        # one was most of the time a send took).
         streams: dict[str, int] = {}
-        args: list[Any] = [maxlen if maxlen is not None else b""]
-        for partition, fields in entries:
-            key = key_of(partition)
-            index = streams.get(key)
-            if index is None:
-                index = streams[key] = len(streams) + 1
-            args += (index, len(fields))
-            for item in fields.items():
-                args += item
-        packed = (
-            resp.header(3 + len(streams) + len(args))
-            + _EVAL_APPEND
-            + resp.arguments((len(streams), *streams))
-            + resp.arguments(args)
+        body, count = resp.pack_entries(((key_of(p), f) for p, f in entries), streams, ids)
+        head: list[Any] = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
+        if ids is not None:
+            head += _first_ids(streams, [key_of(p) for p, _ in entries], ids)
+        keys = list(streams)
+        if drop_oldest:
+            parts = {key_of(p): p for p, _ in entries}
+            keys += [self.lost_key(parts[key]) for key in streams]
+        script = self._append_at if ids is not None else self._append
+        if script is None:
+            script = resp.Script(self.redis, scripts.APPEND_AT if ids else scripts.APPEND)
+            if ids is not None:
+                self._append_at = script
+            else:
+                self._append = script
+        wait = b""
+        if self.wait_replicas:
+            wait = resp.command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+        replies = await script.exchange(
+            keys, len(head) + count, resp.arguments(head) + body, wait, 1 if wait else 0
         )
-        [added] = await self._exchange_then_wait(packed)
+        added = replies[0]
+        if isinstance(added, ResponseError):
+            raise self._refused(added, entries, maxlen)
+        if wait:
+            check_replicated(int(replies[1]), self.wait_replicas, self.wait_timeout_ms)
         return cast(list[bytes], added)
 
-    async def _exchange_then_wait(self, packed: bytes) -> list[Any]:
-        """Send one packed command and, with ``wait_replicas``, WAIT on the same connection
-        (WAIT counts the replicas that hold this connection's writes)."""
-        if not self.wait_replicas:
-            replies = await resp.exchange(self.redis, packed, 1)
-        else:
-            wait = resp.command("WAIT", self.wait_replicas, self.wait_timeout_ms)
-            replies = await resp.exchange(self.redis, packed + wait, 2)
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        if self.wait_replicas:
-            check_replicated(int(replies[1]), self.wait_replicas, self.wait_timeout_ms)
-        return replies[:1]
-
-    async def _append_at(
-        self,
-        entries: Sequence[tuple[PartitionId, Fields]],
-        maxlen: int | None,
-        ids: Sequence[str],
-    ) -> list[bytes]:
-        """Append with explicit ids, all or none (see scripts.APPEND_AT)."""
-        streams: dict[str, int] = {}
-        firsts: list[str] = []
-        body: list[Any] = []
-        for (partition, fields), entry_id in zip(entries, ids, strict=True):
-            key = self.partition_key(partition)
-            index = streams.get(key)
-            if index is None:
-                index = streams[key] = len(streams) + 1
-                firsts.append("")
-            if entry_id != "*" and not firsts[index - 1]:
-                firsts[index - 1] = entry_id
-            body += (index, entry_id, len(fields))
-            for item in fields.items():
-                body += item
-        args = [maxlen if maxlen is not None else b"", *firsts, *body]
-        try:
-            if self.wait_replicas:
-                packed = resp.command("EVAL", scripts.APPEND_AT, len(streams), *streams, *args)
-                [added] = await self._exchange_then_wait(packed)
-                return cast(list[bytes], added)
-            if self._append_at_script is None:
-                self._append_at_script = resp.Script(self.redis, scripts.APPEND_AT)
-            return cast(list[bytes], await self._append_at_script(keys=list(streams), args=args))
-        except ResponseError as exc:
-            if str(exc).startswith("IDORDER"):
-                raise EntryIdError(str(exc).removeprefix("IDORDER ")) from None
-            raise
+    def _refused(
+        self, reply: ResponseError, entries: Sequence[tuple[PartitionId, Fields]], maxlen: Any
+    ) -> Exception:
+        """The Runnel error for an append script's refusal (nothing was appended)."""
+        text = str(reply)
+        if text.startswith("IDORDER"):
+            return EntryIdError(text.removeprefix("IDORDER "))
+        if text.startswith("RUNNELFULL "):
+            _, index, group = text.split(" ", 2)
+            order = list(dict.fromkeys(p for p, _ in entries))
+            return partition_full(order[int(index) - 1], group, int(maxlen), len(entries))
+        return reply
 
     async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
         # A script: XGROUP CREATE is refused on a full Redis even when the group exists.
@@ -287,6 +254,17 @@ class RedisTransport(Transport):
             out[partition] = (int(lag), int(info["pending"]))
         return out
 
+    async def lost(self, partitions: Sequence[PartitionId], group: str) -> dict[PartitionId, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in partitions:
+                pipe.hget(self.lost_key(partition), group)
+            counts = await pipe.execute()
+        return {p: int(n or 0) for p, n in zip(partitions, counts, strict=True)}
+
+    async def count_lost(self, partition: PartitionId, group: str, count: int) -> None:
+        if count:
+            await self.redis.hincrby(self.lost_key(partition), group, count)
+
     async def first_pending(self, partition: PartitionId, group: str) -> bytes | None:
         key = self.partition_key(partition)
         try:
@@ -341,6 +319,28 @@ class RedisTransport(Transport):
 
     def sync_log(self) -> SyncLog:
         return RedisLog(self.url, self.layout)
+
+
+def _first_ids(streams: Mapping[str, int], keys: Sequence[str], ids: Sequence[str]) -> list[str]:
+    """lua/append_at.lua's first explicit id per stream (empty if none)."""
+    firsts = [""] * len(streams)
+    for key, entry_id in zip(keys, ids, strict=True):
+        index = streams[key] - 1
+        if entry_id != "*" and not firsts[index]:
+            firsts[index] = entry_id
+    return firsts
+
+
+def partition_full(partition: PartitionId, group: str, maxlen: int, count: int) -> PartitionFull:
+    return PartitionFull(
+        f"partition {partition.number} of stream {partition.stream!r} is full "
+        f"(partition_size {maxlen}) with entries processor {group!r} has not acknowledged",
+        [None] * count,
+        partition.stream,
+        partition.number,
+        group,
+        maxlen,
+    )
 
 
 def check_replicated(acknowledged: int, wanted: int, timeout_ms: int, where: str = "") -> None:

@@ -5,8 +5,9 @@ route with the stream's hasher, encode), so a key lands in the partition a Pytho
 producer would pick. It checks every row before it sends any, so a bad row fails the task
 with nothing of it written; then it appends the rows in order through the store's
 synchronous log, ``chunkSize`` per round trip, each chunk all or none (the same append
-``stream.send`` uses; on a Redis Cluster, all or none per stream partition), trimming
-each partition to about ``partition_size``.
+``stream.send`` uses; on a Redis Cluster, all or none per stream partition), holding
+each partition to ``partition_size`` as ``stream.send`` does (a full partition is
+waited for, up to ``full_timeout``, unless the stream says ``on_full="drop_oldest"``).
 
 Delivery is at least once. A task that fails while sending says how far it got; when
 Spark runs it again, the new attempt sends all its rows again, so the chunks the failed
@@ -19,6 +20,7 @@ import binascii
 import dataclasses
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -36,7 +38,7 @@ from pyspark.sql.types import StructType
 from runnel.cli.common import describe, shown_plain
 from runnel.exceptions import Misconfigured, RunnelError
 from runnel.stream import Stream
-from runnel.synclog import LogError, PartlyAppended
+from runnel.synclog import LogError, LogFull, PartlyAppended, SyncLog
 from runnel_spark.schema import into_record
 from runnel_spark.target import Target
 
@@ -161,7 +163,14 @@ def append(target: Target, stream: Stream, entries: list[Any], place: str) -> No
     for start in range(0, len(entries), target.chunk):
         chunk = entries[start : start + target.chunk]
         try:
-            log.append(chunk, stream.partition_size)
+            _append_with_room(log, stream, chunk)
+        except LogFull as exc:
+            raise WriteFailed(
+                f"{stream.id}: appending the {len(entries)} rows of {place} stopped after "
+                f"{sent}: rows 1-{sent} are in the stream, the rest are not: {exc}, and it "
+                f"did not make room within {stream.app.settings.full_timeout:g} s "
+                "(full_timeout); a retry of the task appends all of them again"
+            ) from exc
         except PartlyAppended as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
@@ -177,6 +186,24 @@ def append(target: Target, stream: Stream, entries: list[Any], place: str) -> No
                 f"a retry of the task appends all of them again ({exc})"
             ) from exc
         sent += len(chunk)
+
+
+def _append_with_room(log: SyncLog, stream: Stream, chunk: list[Any]) -> None:
+    """Append one chunk; while a partition is full (the stream's ``on_full="wait"``),
+    wait for its processor to make room, as ``stream.send`` does, up to ``full_timeout``."""
+    deadline = time.monotonic() + stream.app.settings.full_timeout
+    pause = 0.01
+    drop = stream.on_full == "drop_oldest"
+    while True:
+        try:
+            log.append(chunk, stream.partition_size, drop_oldest=drop)
+            return
+        except LogFull:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.5)
 
 
 def _parts(exc: PartlyAppended) -> str:

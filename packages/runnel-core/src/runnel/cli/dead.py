@@ -205,7 +205,7 @@ def replay(
         for start in range(0, len(letters), PAGE):
             chunk = letters[start : start + PAGE]
             entries = [(x.partition.id, x.fields) for x in chunk if x.partition is not None]
-            await transport.append(entries, maxlen=stream.partition_size)
+            await stream.append(entries)
             await transport.remove(selection.sink, [x.id for x in chunk])
         return len(letters)
 

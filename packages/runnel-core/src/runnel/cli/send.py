@@ -131,7 +131,7 @@ async def _send_all(stream: Stream, progress: _Progress) -> int:
                     # written whole or not at all.
                     raise click.ClickException(progress.interrupted()) from None
                 reason = failure(stream.app, exc)
-                if isinstance(exc, PartlySent):  # a cluster: some partitions' parts went in
+                if isinstance(exc, PartlySent) and exc.sent:  # some partitions' parts are in
                     last = numbers[start + len(chunk) - 1]
                     raise click.ClickException(
                         f"sending failed after {sent} of {len(records)} events; of the next "

@@ -47,6 +47,8 @@ class Log:
     fields: dict[Id, dict[bytes, bytes]] = field(default_factory=dict)
     groups: dict[str, Group] = field(default_factory=dict)
     last_id: Id = ZERO
+    lost: dict[str, int] = field(default_factory=dict)
+    """Per group: entries trimmed before it read them (``drop_oldest``)."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -64,10 +66,59 @@ class Log:
         self.fields[xid] = values
         self.last_id = xid
         if maxlen is not None and len(self.ids) > maxlen:
-            for old in self.ids[: len(self.ids) - maxlen]:
-                del self.fields[old]
-            del self.ids[: len(self.ids) - maxlen]
+            self._drop(len(self.ids) - maxlen)
         return xid
+
+    # Holding a log to its size (see Transport.append).
+
+    def needed(self) -> tuple[int, str | None]:
+        """How many of the oldest entries every group has acknowledged (entries before
+        its oldest pending one, else up to its last delivered), and the group that has
+        done the fewest (None: no group, nothing is needed)."""
+        done, slowest = len(self.ids), None
+        for name, group in self.groups.items():
+            if group.pending:
+                count = bisect.bisect_left(self.ids, min(group.pending))
+            else:
+                count = bisect.bisect_right(self.ids, group.last_delivered)
+            if slowest is None or count < done:
+                done, slowest = count, name
+        return done, slowest
+
+    def refuses(self, adding: int, maxlen: int, slack: int) -> str | None:
+        """The group that keeps ``adding`` more entries from fitting in ``maxlen`` (plus
+        ``slack``) once what no group needs is trimmed; None if they fit."""
+        total = len(self.ids) + adding
+        if total <= maxlen + slack:
+            return None
+        done, slowest = self.needed()
+        if slowest is None:
+            return None
+        free = min(done, total - maxlen)
+        return slowest if total - free > maxlen + slack else None
+
+    def trim(self, maxlen: int, slack: int, drop_oldest: bool) -> None:
+        """Back to ``maxlen`` once past ``maxlen + slack``: only what every group has
+        acknowledged, or (``drop_oldest``) the oldest whatever their state, counting for
+        each group those it never read (its last delivered id moves past them)."""
+        want = len(self.ids) - maxlen
+        if want <= slack:
+            return
+        if not drop_oldest:
+            self._drop(min(want, self.needed()[0]))
+            return
+        last = self.ids[want - 1]
+        for name, group in self.groups.items():
+            if group.last_delivered < last:
+                unread = want - bisect.bisect_right(self.ids, group.last_delivered)
+                self.lost[name] = self.lost.get(name, 0) + unread
+                group.last_delivered = last
+        self._drop(want)
+
+    def _drop(self, count: int) -> None:
+        for old in self.ids[:count]:
+            del self.fields[old]
+        del self.ids[:count]
 
     def after(self, xid: Id, count: int | None = None) -> list[Id]:
         start = bisect.bisect_right(self.ids, xid)

@@ -9,11 +9,12 @@ CLI included, sees a store of its own, so :attr:`shared` is False.
 from __future__ import annotations
 
 import importlib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from runnel.exceptions import EntryIdError, Misconfigured
+from runnel.exceptions import EntryIdError, Misconfigured, PartitionFull
 from runnel.jobs.store import JobStore
 from runnel.memory.coordination import MemoryCoordination, MemoryLeadership
 from runnel.memory.logs import (
@@ -29,7 +30,7 @@ from runnel.memory.logs import (
 )
 from runnel.memory.schemas import MemorySchemaStore
 from runnel.memory.server import MemoryServer, server
-from runnel.transport import Fields, PartitionId, Transport
+from runnel.transport import Fields, PartitionId, Transport, trim_slack
 
 
 class MemoryTransport(Transport):
@@ -57,6 +58,7 @@ class MemoryTransport(Transport):
         entries: Sequence[tuple[PartitionId, Fields]],
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
+        drop_oldest: bool = False,
     ) -> list[bytes]:
         converted = [(p, decode_fields(fields)) for p, fields in entries]
         explicit = [_parse_id(i) for i in ids] if ids is not None else [None] * len(entries)
@@ -72,13 +74,33 @@ class MemoryTransport(Transport):
                             f"id {at[0]}-{at[1]} is not above {last[0]}-{last[1]}, the last id "
                             "of its partition"
                         )
+            adding = Counter(p for p, _ in converted)
+            slack = trim_slack(maxlen) if maxlen is not None else 0
+            if maxlen is not None and not drop_oldest:
+                for p, count in adding.items():
+                    slowest = store.log(p).refuses(count, maxlen, slack)
+                    if slowest is not None:
+                        raise _full(p, slowest, maxlen, len(converted))
             now = wall_ms()
             added = [
-                show_id(store.log(p).append(f, maxlen, now, at))
+                show_id(store.log(p).append(f, None, now, at))
                 for (p, f), at in zip(converted, explicit, strict=True)
             ]
-            store.notify({p for p, _ in converted})
+            if maxlen is not None:
+                for p in adding:
+                    store.log(p).trim(maxlen, slack, drop_oldest)
+            store.notify(set(adding))
         return added
+
+    async def lost(self, partitions: Sequence[PartitionId], group: str) -> dict[PartitionId, int]:
+        with self.server.lock:
+            logs = self.server.logs
+            return {p: (log.lost.get(group, 0) if (log := logs.get(p)) else 0) for p in partitions}
+
+    async def count_lost(self, partition: PartitionId, group: str, count: int) -> None:
+        with self.server.lock:
+            lost = self.server.log(partition).lost
+            lost[group] = lost.get(group, 0) + count
 
     async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
         with self.server.lock:
@@ -192,6 +214,18 @@ class MemoryTransport(Transport):
 
     def client(self) -> Any:
         raise Misconfigured("a memory:// store has no client for an app's own commands")
+
+
+def _full(partition: PartitionId, group: str, maxlen: int, count: int) -> PartitionFull:
+    return PartitionFull(
+        f"partition {partition.number} of stream {partition.stream!r} is full "
+        f"(partition_size {maxlen}) with entries processor {group!r} has not acknowledged",
+        [None] * count,
+        partition.stream,
+        partition.number,
+        group,
+        maxlen,
+    )
 
 
 def _group(log: Log, group: str, partition: PartitionId) -> Group:

@@ -79,6 +79,14 @@ class Definitions:
             multiprocess_mode="livemostrecent",
             registry=r,
         )
+        self.lost = Gauge(
+            "runnel_partition_lost",
+            "Events of an owned partition trimmed before the processor read them, since the "
+            "stream began (on_full='drop_oldest'); never decreases.",
+            PARTITION,
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
         self.leader = Gauge(
             "runnel_leader",
             "1 while this worker is the app's elected leader.",

@@ -162,7 +162,7 @@ class WorkerMetrics:
                 d.dead_letters.labels(self.app).set(counts.dead)
 
     async def _sample_backlog(self, executor: Executor) -> None:
-        """Lag and pending of the partitions this worker owns (one round trip each)."""
+        """Lag, pending and lost of the partitions this worker owns (a round trip each)."""
         ps = executor.stats
         owned = sorted(executor.runner.owned)
         before = self._sampled.get(ps.name, set())
@@ -174,16 +174,18 @@ class WorkerMetrics:
         partitions = executor.processor.stream.partitions
         keys = {partitions[n].id: n for n in owned}
         backlog = await executor.transport.backlog(list(keys), executor.group)
+        lost = await executor.transport.lost(list(keys), executor.group)
         for key, (lag, pending) in backlog.items():
             where = (self.app, ps.name, ps.stream, str(keys[key]))
             if lag is not None:
                 self.defs.lag.labels(*where).set(lag)
             self.defs.pending.labels(*where).set(pending)
+            self.defs.lost.labels(*where).set(lost.get(key, 0))
 
     def _forget(self, labels: tuple[str, ...]) -> None:
         """A partition no longer ours: its owner reports it now. In multiprocess mode a
         series cannot be removed; 0 gives way to the owner's next (more recent) sample."""
-        for gauge in (self.defs.lag, self.defs.pending):
+        for gauge in (self.defs.lag, self.defs.pending, self.defs.lost):
             if self.multiprocess:
                 gauge.labels(*labels).set(0)
             else:

@@ -94,5 +94,5 @@ class DeadLetterMiddleware(Middleware):
                 )
                 for e in events
             ]
-        await self.source.app.transport.append(entries, maxlen=self.sink.partition_size)
+        await self.sink.append(entries)
         log.warning("forwarded %d failed events to %s", len(events), self.sink.name)

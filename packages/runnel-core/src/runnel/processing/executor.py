@@ -109,6 +109,8 @@ class Executor:
         self._stop = asyncio.Event()
         self._rebalance = asyncio.Event()
         self._lost: set[int] = set()
+        self._lost_seen: dict[int, int] = {}
+        """Per owned partition: its count of events trimmed unread, as last reported."""
 
     def _consumer_for(self, partition: Partition, inbox: Inbox) -> Consumer:
         """A partition was assigned: its consumer, wired to ours (lease, acks, halt)."""
@@ -394,6 +396,7 @@ class Executor:
             reraise_if_cancelled()
             await asyncio.sleep(interval)
             try:
+                await self._report_lost()
                 await self._resume_lifted()  # in case the control message was missed
                 members = await self.coordination.members()
                 alive = await self.coordination.alive(list(members))
@@ -412,6 +415,28 @@ class Executor:
             except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} maintenance", exc)
+
+    async def _report_lost(self) -> None:
+        """Log events of owned partitions trimmed before this processor read them (a
+        stream with ``on_full="drop_oldest"`` at its size): each rise of the count."""
+        owned = sorted(self.runner.owned)
+        if not owned:
+            return
+        counts = await self.transport.lost(self._ids(owned), self.group)
+        for partition, count in counts.items():
+            before = self._lost_seen.get(partition.number)
+            self._lost_seen[partition.number] = count
+            if count > (before or 0):
+                log.warning(
+                    "%r: %d events of partition %d were trimmed before it read them "
+                    "(on_full=%r, partition_size %d): lost %d in all",
+                    self,
+                    count - (before or 0),
+                    partition.number,
+                    self.processor.stream.on_full,
+                    self.processor.stream.partition_size,
+                    count,
+                )
 
     async def _control(self) -> None:
         position = await retrying(self.coordination.control_tail, "reading the control stream")

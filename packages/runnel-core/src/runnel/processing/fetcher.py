@@ -50,7 +50,8 @@ class Source(Protocol):
         ...
 
     async def drop(self, partition: PartitionId, ids: Sequence[bytes]) -> None:
-        """Acknowledge entries that were trimmed away before anyone read them."""
+        """Acknowledge entries that were trimmed away before anyone processed them, and
+        count them as lost."""
         ...
 
 
@@ -76,6 +77,7 @@ class StoreSource:
 
     async def drop(self, partition: PartitionId, ids: Sequence[bytes]) -> None:
         await self.coordination.ack(self.owner, {partition: ids})
+        await self.transport.count_lost(partition, self.group, len(ids))
 
 
 class Fetcher:
@@ -272,10 +274,11 @@ class _Lane:
         else:
             box.last_id = entries[-1][0]
         if trimmed:
-            # The stream was trimmed (partition_size) past entries nobody processed.
+            # Entries read before (by an owner that stopped) and trimmed since: a stream
+            # with on_full="drop_oldest", or trimmed by another writer.
             log.error(
                 "%d unprocessed events of %r were trimmed away before they could be read "
-                "(is partition_size too small for the backlog?)",
+                "again; counted as lost (is partition_size too small for the backlog?)",
                 len(trimmed),
                 partition,
             )

@@ -127,7 +127,7 @@ function drawProcessor(proc) {
       )
     : el("p", { class: "empty" }, "no workers");
   const partitions = table(
-    [["partition", "num"], ["owner"], ["state"], ["lag", "num"], ["pending", "num"], ["failing id"]],
+    [["partition", "num"], ["owner"], ["state"], ["lag", "num"], ["pending", "num"], ["lost", "num"], ["failing id"]],
     proc.partitions.map((p) =>
       el(
         "tr",
@@ -137,6 +137,7 @@ function drawProcessor(proc) {
         el("td", {}, stateBadge(partitionState(p))),
         el("td", { class: "num" }, p.lag ?? "?"),
         el("td", { class: "num" }, p.pending),
+        el("td", { class: p.lost ? "num lost" : "num" }, p.lost ? `lost ${p.lost}` : "0"),
         el("td", { class: "mono" }, p.failing_id || ""),
       ),
     ),

@@ -1,0 +1,179 @@
+"""Holding a partition to its ``partition_size`` without losing what nobody processed.
+
+Every test runs on ``memory://`` and a real redis-server (and, through
+tests/rediscluster/test_partition_size_suite.py, on a Redis Cluster). A consumer group is
+driven by hand through the store's coordination (read, acknowledge), so each test says
+exactly which entries a processor has read and acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from runnel import App, Record, Stream
+from runnel.exceptions import PartitionFull
+from runnel.testing import memory_url
+from runnel.transport import NEW, PartitionId
+
+SIZE = 100  # partition_size; the slack past it before trimming is 1 entry (1 %, at least 1)
+GROUP = "proc"
+OWNER = "exec-1"
+
+
+class Ping(Record):
+    n: int
+
+
+@pytest.fixture
+async def app(app_name: str, store_url: str) -> AsyncIterator[App]:
+    url = memory_url() if store_url == "memory" else store_url
+    app = App(name=app_name, redis_url=url, full_timeout=0)
+    yield app
+    await app.aclose()
+
+
+def pings(app: App, **options: Any) -> Stream:
+    return app.stream(
+        "pings", record=Ping, partition_by="n", partition_count=1, partition_size=SIZE, **options
+    )
+
+
+class Group:
+    """A processor's consumer group on partition 0, read and acknowledged by hand."""
+
+    def __init__(self, app: App, stream: Stream) -> None:
+        self.transport = app.transport
+        self.partition: PartitionId = stream.partitions[0].id
+        self.coordination = app.transport.coordination(app.name, stream.name, GROUP)
+
+    async def start(self) -> Group:
+        await self.transport.ensure_group([self.partition], GROUP)
+        await self.coordination.acquire(OWNER, [self.partition], 60_000)
+        return self
+
+    async def read(self, count: int) -> list[bytes]:
+        got = await self.coordination.read(OWNER, "runnel", {self.partition: NEW}, count)
+        return [xid for _, entries in got.entries for xid, _ in entries]
+
+    async def ack(self, ids: list[bytes]) -> None:
+        await self.coordination.ack(OWNER, {self.partition: ids})
+
+    async def backlog(self) -> tuple[int | None, int]:
+        return (await self.transport.backlog([self.partition], GROUP))[self.partition]
+
+    async def lost(self) -> int:
+        return (await self.transport.lost([self.partition], GROUP))[self.partition]
+
+
+async def length(app: App, stream: Stream) -> int:
+    return (await app.transport.lengths([stream.partitions[0].id]))[stream.partitions[0].id]
+
+
+async def send(stream: Stream, first: int, count: int) -> list[bytes]:
+    return await stream.send(*[Ping(n=n) for n in range(first, first + count)])
+
+
+async def test_without_a_group_the_size_caps_the_partition(app: App) -> None:
+    stream = pings(app)
+    for start in range(0, 300, 30):
+        await send(stream, start, 30)
+    assert SIZE <= await length(app, stream) <= SIZE + 1
+
+
+async def test_unread_entries_are_kept_and_the_send_is_refused(app: App) -> None:
+    stream = pings(app)
+    group = await Group(app, stream).start()
+    await send(stream, 0, SIZE)
+    with pytest.raises(PartitionFull) as refused:
+        await send(stream, SIZE, 2)
+    assert (refused.value.stream, refused.value.partition) == ("pings", 0)
+    assert refused.value.processor == GROUP
+    assert refused.value.ids == [None, None]
+    assert "full_timeout" in str(refused.value) and "nothing of this send" in str(refused.value)
+    assert await length(app, stream) == SIZE
+    assert await group.backlog() == (SIZE, 0)
+
+
+async def test_what_every_group_acknowledged_makes_room(app: App) -> None:
+    stream = pings(app)
+    group = await Group(app, stream).start()
+    first = await send(stream, 0, SIZE)
+    read = await group.read(50)
+    assert read == first[:50]
+    with pytest.raises(PartitionFull):  # read, not acknowledged: still needed
+        await send(stream, SIZE, 50)
+    await group.ack(read)
+    await send(stream, SIZE, 50)
+    assert SIZE <= await length(app, stream) <= SIZE + 1
+    assert await group.backlog() == (SIZE - 50 + 50, 0)
+    assert await group.lost() == 0
+
+
+async def test_the_slowest_of_several_groups_is_named(app: App) -> None:
+    stream = pings(app)
+    fast = await Group(app, stream).start()
+    slow = Group(app, stream)
+    slow.coordination = app.transport.coordination(app.name, stream.name, "laggard")
+    await app.transport.ensure_group([slow.partition], "laggard")
+    ids = await send(stream, 0, SIZE)
+    await fast.ack(await fast.read(SIZE))
+    with pytest.raises(PartitionFull) as refused:
+        await send(stream, SIZE, 10)
+    assert refused.value.processor == "laggard"
+    assert ids
+
+
+async def test_a_waiting_send_goes_in_once_the_processor_makes_room(
+    app_name: str, store_url: str
+) -> None:
+    url = memory_url() if store_url == "memory" else store_url
+    app = App(name=app_name, redis_url=url, full_timeout=60)
+    try:
+        stream = pings(app)
+        group = await Group(app, stream).start()
+        await send(stream, 0, SIZE)
+        waiting = asyncio.create_task(send(stream, SIZE, 10))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        await group.ack(await group.read(10))
+        assert len(await asyncio.wait_for(waiting, 60)) == 10
+        assert await group.backlog() == (SIZE, 0)
+    finally:
+        await app.aclose()
+
+
+async def test_a_send_bigger_than_the_size_is_refused_at_once(app: App) -> None:
+    stream = pings(app)
+    await Group(app, stream).start()
+    with pytest.raises(PartitionFull, match="smaller batches"):
+        await send(stream, 0, SIZE + 50)
+    assert await length(app, stream) == 0
+
+
+async def test_drop_oldest_counts_what_a_group_never_read(app: App) -> None:
+    stream = pings(app, on_full="drop_oldest")
+    group = await Group(app, stream).start()
+    await send(stream, 0, SIZE)
+    read = await group.read(10)  # delivered, not acknowledged: not counted when trimmed
+    await send(stream, SIZE, 50)
+    assert await length(app, stream) == SIZE
+    assert await group.lost() == 40  # the 50 oldest went: 10 read, 40 never read
+    assert await group.backlog() == (SIZE, 10)  # the lag no longer counts the lost ones
+    got = await group.read(1000)
+    assert len(got) == SIZE
+    await group.ack(got)
+    assert await group.backlog() == (0, 10)
+    assert read
+
+
+async def test_drop_oldest_without_a_group_counts_nothing(app: App) -> None:
+    stream = pings(app, on_full="drop_oldest")
+    await send(stream, 0, 3 * SIZE)
+    assert SIZE <= await length(app, stream) <= SIZE + 1
+    assert (await app.transport.lost([stream.partitions[0].id], GROUP)) == {
+        stream.partitions[0].id: 0
+    }
