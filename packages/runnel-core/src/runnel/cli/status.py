@@ -19,7 +19,8 @@ from runnel.coordination import Quarantine
 def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Show each processor's workers, the partitions each owns, the leader, and each
     partition's lag (events not yet delivered), pending (delivered, not acknowledged) and
-    state: owned, unowned, or QUARANTINED with the id of the event it stopped on."""
+    state: owned, unowned, or QUARANTINED with the id of the event it stopped on; then
+    "lost N" if N events were trimmed before the processor read them."""
     load_plugins(plugins)
     app = load(target, App)
     report = run(_gather(app), app)
@@ -46,6 +47,8 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             state = p["state"]
             if state == QUARANTINED:
                 state += f" at {p['failing_id'] or '?'}"
+            if p["lost"]:
+                state += f"  lost {p['lost']}"
             click.echo(
                 f"  {p['number']:>9}  {p['owner'] or '-':<12} {lag:>5}  {p['pending']:>7}  {state}"
             )
@@ -76,6 +79,7 @@ async def _gather(app: App) -> dict[str, Any]:
         keys = [p.id for p in stream.partitions]
         owners = await coord.lock_owners(keys)
         backlog = await transport.backlog(keys, proc.name)
+        lost = await transport.lost(keys, proc.name)
         quarantined = await coord.quarantined()
         report["processors"].append(
             {
@@ -97,6 +101,7 @@ async def _gather(app: App) -> dict[str, Any]:
                         "owner": owners.get(key),
                         "lag": backlog[key][0],
                         "pending": backlog[key][1],
+                        "lost": lost[key],
                         "state": _state(owners.get(key), quarantined.get(key)),
                         "failing_id": q.id if (q := quarantined.get(key)) else None,
                     }
