@@ -25,8 +25,11 @@ class Provider:
         )
 
 
-def _plugin(name: str) -> Provider:
-    return Provider(f"the runnel-{name} plugin", name, f"packages/runnel-{name}")
+def _plugin(name: str, needs: str = "") -> Provider:
+    """``needs``: another member it requires, installed in the same command (pip would
+    look for it on the index otherwise, where no runnel-* package is published)."""
+    first = f"packages/{needs} -e " if needs else ""
+    return Provider(f"the runnel-{name} plugin", name, f"{first}packages/runnel-{name}")
 
 
 def _core_extra(extra: str, library: str) -> Provider:
@@ -40,7 +43,7 @@ PROVIDERS: dict[tuple[str, str], Provider] = {
     ("compressor", "zstd"): _core_extra("zstd", "zstandard"),
     ("compressor", "lz4"): _core_extra("lz4", "lz4"),
     ("command", "avro"): _plugin("avro"),
-    ("command", "spark"): _plugin("spark"),
+    ("command", "spark"): _plugin("spark", needs="runnel-redis"),
     ("command", "dashboard"): _plugin("dashboard"),
     **{
         ("transport", scheme): _REDIS
