@@ -114,7 +114,8 @@ def test_the_environment_has_runnel_core_and_nothing_else_of_runnel(
 def test_a_codec_of_a_package_not_installed_says_what_to_install(
     core_only: Path, tmp_path: Path, serializer: str, named: str
 ) -> None:
-    (tmp_path / "appmod.py").write_text(textwrap.dedent(APP.format(url=', redis_url="memory://missing"', serializer=serializer)))
+    source = APP.format(url=', redis_url="memory://missing"', serializer=serializer)
+    (tmp_path / "appmod.py").write_text(textwrap.dedent(source))
     err = one_error_line(runnel(core_only, "send", "appmod:pings", '{"key": "a"}', cwd=tmp_path))
     assert named in err, err
 

@@ -78,9 +78,7 @@ def test_every_test_module_of_the_docs_is_marked() -> None:
 
 def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RUNNEL_")}
-    return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("snippet", MARKED, ids=lambda s: s.id)
