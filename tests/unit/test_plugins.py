@@ -17,6 +17,8 @@ from runnel.interfaces import Serializer
 from runnel.plugins import hookimpl
 from runnel.plugins.inventory import inventory
 from runnel.plugins.manager import (
+    Provided,
+    Registry,
     add_commands,
     commands,
     load_plugin,
@@ -24,6 +26,7 @@ from runnel.plugins.manager import (
     plugin_names,
     registry,
 )
+from runnel.plugins.providers import PROVIDERS
 from runnel.transport import Transport
 
 URL = "redis://127.0.0.1:1"
@@ -148,6 +151,51 @@ def test_unknown_serializer_lists_known_names(app):
     assert "'nope'" in message
     assert "json" in message and "msgpack" in message
     assert isinstance(info.value, Misconfigured)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "package"),
+    [
+        ("serializer", "avro", "pip install -e packages/runnel-avro"),
+        ("compressor", "zstd", 'pip install -e "packages/runnel-core[zstd]"'),
+        ("compressor", "lz4", 'pip install -e "packages/runnel-core[lz4]"'),
+        ("transport", "rediss+cluster", "pip install -e packages/runnel-redis"),
+    ],
+)
+def test_a_name_of_a_package_not_installed_says_what_to_install(kind, name, package):
+    """A registry without the package (json and msgpack only, as with runnel-core alone)."""
+    reg = Registry()
+    for built_in in ("json", "msgpack"):
+        reg.add(Provided("serializer", built_in, JSONSerializer, "codecs"))
+    with pytest.raises(UnknownPlugin) as info:
+        reg.get(kind, name)
+    message = str(info.value)
+    assert f"no {kind} named {name!r}" in message
+    assert "which is not installed: install runnel[" in message and package in message, message
+
+
+def test_a_name_no_runnel_package_provides_has_no_install_hint(app):
+    with pytest.raises(UnknownPlugin) as info:
+        app.stream("items", record=Item, partition_by="id", serializer="protobuf")
+    assert "install" not in str(info.value)
+
+
+def test_the_install_hints_name_the_plugins_that_register_those_names():
+    """Every name Runnel's own packages register has a hint, and only those."""
+    reg = registry()
+    ours = {"codecs", "redis", "avro"}
+    registered = {
+        (kind, name)
+        for kind in ("transport", "serializer", "compressor")
+        for name in reg.names(kind)
+        if reg.get(kind, name).plugin in ours
+    }
+    always_there = {("serializer", "json"), ("serializer", "msgpack"), ("compressor", "gzip")}
+    hinted = {key for key in PROVIDERS if key[0] != "command"}
+    assert hinted == registered - always_there
+    for (kind, name), provider in PROVIDERS.items():
+        if kind in ("transport", "serializer"):
+            assert provider.checkout == f"packages/runnel-{reg.get(kind, name).plugin}"
 
 
 def test_unknown_compressor_lists_known_names(app):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
-from runnel.exceptions import Misconfigured
+from runnel.exceptions import Misconfigured, UnknownPlugin
 from runnel.urls import redact
 
 if TYPE_CHECKING:
@@ -229,6 +229,7 @@ def trim_slack(maxlen: int) -> int:
 def transport_for(url: str, settings: Settings) -> Transport:
     """Build the transport that a plugin registered for ``url``'s scheme."""
     from runnel.plugins.manager import registry
+    from runnel.plugins.providers import install_hint
 
     parts = urlsplit(url)
     if not parts.scheme or "://" not in url:
@@ -243,8 +244,8 @@ def transport_for(url: str, settings: Settings) -> Transport:
     reg = registry()
     if scheme not in reg.names("transport"):
         known = ", ".join(f"{s}://" for s in reg.names("transport")) or "none"
-        hint = (
-            " (is runnel-redis installed? pip install runnel[redis])" if "redis" in scheme else ""
+        hint = install_hint("transport", scheme, f"{scheme}://")
+        raise UnknownPlugin(
+            f"no transport for {scheme}:// URLs; known: {known}" + (f"; {hint}" if hint else "")
         )
-        raise Misconfigured(f"no transport for {scheme}:// URLs{hint}; known: {known}")
     return reg.get("transport", scheme).factory(url, settings)

@@ -11,7 +11,7 @@ from runnel.cli import common
 from runnel.cli.common import load_plugins, plugin_option
 from runnel.cli.dead import dead
 from runnel.cli.jobs import jobs
-from runnel.cli.missing import dashboard
+from runnel.cli.missing import avro, dashboard, spark
 from runnel.cli.plugins import plugins
 from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
@@ -48,7 +48,9 @@ cli.add_command(status)
 cli.add_command(plugins)
 cli.add_command(jobs)
 cli.add_command(dead)
-# Replaced by the runnel-dashboard plugin's command where that is installed.
+# Replaced by the plugins' own commands where those are installed.
+cli.add_command(avro)
+cli.add_command(spark)
 cli.add_command(dashboard)
 
 

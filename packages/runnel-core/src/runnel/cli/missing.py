@@ -5,23 +5,26 @@ from __future__ import annotations
 
 import click
 
+from runnel.plugins.providers import install_hint
+
 _ANY_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
 
-def plugin_command(name: str, extra: str, summary: str) -> click.Command:
-    """A ``runnel NAME`` that fails with one line naming the extra to install."""
+def plugin_command(name: str, summary: str) -> click.Command:
+    """A ``runnel NAME`` that fails with one line naming what to install."""
+    message = install_hint("command", name, f"`runnel {name}`")
+    assert message is not None, f"no provider known for the command {name!r}"
 
     @click.command(name=name, context_settings=_ANY_ARGS, add_help_option=False)
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     def stub(args: tuple[str, ...]) -> None:
-        raise click.ClickException(
-            f"`runnel {name}` comes with the runnel-{extra} plugin, which is not installed: "
-            f"install runnel[{extra}] (from a checkout: pip install -e packages/runnel-{extra})"
-        )
+        raise click.ClickException(message)
 
-    stub.help = f"{summary} (needs the runnel-{extra} plugin)."
+    stub.help = f"{summary} (needs the runnel-{name} plugin)."
     stub.short_help = stub.help
     return stub
 
 
-dashboard = plugin_command("dashboard", "dashboard", "A live web page of the app")
+avro = plugin_command("avro", "Avro schemas of streams")
+spark = plugin_command("spark", "Copy streams to files and files to streams, through Spark")
+dashboard = plugin_command("dashboard", "A live web page of the app")

@@ -14,6 +14,7 @@ import pluggy
 from runnel.exceptions import Misconfigured, UnknownPlugin
 from runnel.imports import cwd_importable
 from runnel.plugins import hookspecs
+from runnel.plugins.providers import install_hint
 
 if TYPE_CHECKING:
     import click
@@ -59,8 +60,10 @@ class Registry:
             return self.items.get(kind, {})[name]
         except KeyError:
             known = ", ".join(sorted(self.items.get(kind, {}))) or "none"
+            hint = install_hint(kind, name)
             raise UnknownPlugin(
                 f"no {kind} named {name!r} is provided by any loaded plugin (known: {known})"
+                + (f"; {hint}" if hint else "")
             ) from None
 
     def names(self, kind: str) -> list[str]:
