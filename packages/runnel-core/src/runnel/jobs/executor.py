@@ -2,7 +2,8 @@
 
 Read top to bottom, :meth:`JobExecutor.run` is its whole life:
 
-    prepare the store; beat once        (registered and alive before taking anything)
+    prepare the store; beat once        (registered and alive before taking anything;
+                                         a stop meanwhile ends the executor at once)
     until stopped, concurrently:
         fetcher      two lanes, each taking up to half the free slots' worth of jobs
                      (marked EXECUTING as they are taken), one task per job
@@ -44,10 +45,12 @@ from runnel.metrics.stats import JobsStats
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
+    Stopped,
     cancel_and_wait,
     outage,
     reraise_if_cancelled,
     retrying,
+    until_stopped,
 )
 
 if TYPE_CHECKING:
@@ -125,8 +128,16 @@ class JobExecutor:
     # The life of an executor.
 
     async def run(self) -> None:
-        await retrying(self.store.prepare, "preparing the job queue")
-        await retrying(self._beat, "registering the job executor")
+        try:
+            for step, what in (
+                (self.store.prepare, "preparing the job queue"),
+                (self._beat, "registering the job executor"),
+            ):
+                await until_stopped(retrying(step, what), self._stopping)
+        except Stopped:
+            # Nothing taken yet, so nothing to hand back; a beat that landed expires.
+            log.info("job executor %s stopped before it started", self.id)
+            return
         log.info(
             "job executor %s running %s (concurrency %d)",
             self.id,

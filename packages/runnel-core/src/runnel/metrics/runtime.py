@@ -20,7 +20,7 @@ from runnel.exceptions import TransportError
 from runnel.metrics import stats
 from runnel.metrics.definitions import Definitions
 from runnel.metrics.server import Server, serve, supervised
-from runnel.processing.retry import reraise_if_cancelled
+from runnel.processing.retry import Stopped, reraise_if_cancelled, until_stopped
 
 if TYPE_CHECKING:
     from runnel.processing.executor import Executor
@@ -76,7 +76,11 @@ class WorkerMetrics:
             self.flush()
             if time.monotonic() >= next_sample:
                 next_sample = time.monotonic() + SAMPLE_INTERVAL
-                await self.sample()
+                try:
+                    # A sample waits on the store: a stop must not wait for its answer.
+                    await until_stopped(self.sample(), stopping)
+                except Stopped:
+                    return
             try:
                 async with asyncio.timeout(FLUSH_INTERVAL):
                     await stopping.wait()

@@ -45,10 +45,11 @@ from runnel.processing.lease import LEASE_MARGIN, Lease
 from runnel.processing.retry import (
     BLOCK_CAP_MS,
     Backoff,
-    cancel_and_wait,
+    Stopped,
     outage,
     reraise_if_cancelled,
     retrying,
+    until_stopped,
 )
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
@@ -194,23 +195,10 @@ class Executor:
 
     async def _until_stopped(self, coro: Coroutine[Any, Any, Any]) -> bool:
         """Await ``coro`` unless a stop comes first; True if it completed."""
-        task = asyncio.ensure_future(coro)
-        stopping = asyncio.ensure_future(self._stop.wait())
         try:
-            await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            # Cancelled from outside (another executor's fatal error): end ``coro`` too,
-            # and take its outcome, so that nothing is left running or unretrieved.
-            stopping.cancel()
-            await cancel_and_wait([task])
-            if not task.cancelled():
-                task.exception()
-            raise
-        stopping.cancel()
-        if not task.done():
-            await cancel_and_wait([task])
+            await until_stopped(coro, self._stop)
+        except Stopped:
             return False
-        task.result()
         return True
 
     def _ids(self, numbers: Iterable[int]) -> list[PartitionId]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from runnel.exceptions import AccessDenied, TransportError
@@ -75,6 +75,46 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]]) -> None:
         if pending and rounds == 25:
             names = ", ".join(sorted(_name(task) for task in pending))
             log.warning("still cancelling (they ignore cancellation): %s", names)
+
+
+class Stopped(Exception):
+    """A stop was asked for before what :func:`until_stopped` awaited finished."""
+
+
+async def until_stopped(coro: Coroutine[Any, Any, T], stopping: asyncio.Event) -> T:
+    """Await ``coro`` unless ``stopping`` is set first: then end it and raise :class:`Stopped`.
+
+    A stop only sets an event; a start-up step that never looks at it (a retry loop while
+    the store is down, a command a black-holed store never answers) would hold the stop
+    until the store came back. Every wait on the store before a loop that watches the
+    event itself goes through here, so the first signal ends it at once.
+    """
+    if stopping.is_set():
+        coro.close()
+        raise Stopped
+    task = asyncio.ensure_future(coro)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait([task, stop], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        # Cancelled from outside (a second signal): end ``coro`` too, and take its outcome,
+        # so that nothing is left running or unretrieved.
+        await cancel_and_wait([task])
+        _retrieve(task)
+        raise
+    finally:
+        stop.cancel()
+    if not task.done():
+        await cancel_and_wait([task])
+        _retrieve(task)
+        raise Stopped
+    return task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark the outcome of a task given up on as seen (asyncio logs one never retrieved)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _name(task: asyncio.Future[Any]) -> str:

@@ -20,15 +20,27 @@ from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
 from runnel.processing.executor import Executor
-from runnel.processing.retry import FATAL, cancel_and_wait, outage, reraise_if_cancelled
+from runnel.processing.retry import (
+    FATAL,
+    Stopped,
+    cancel_and_wait,
+    outage,
+    reraise_if_cancelled,
+    until_stopped,
+)
 from runnel.urls import redact
 
 if TYPE_CHECKING:
     from runnel.app import App
     from runnel.background import BackgroundTask
+    from runnel.coordination import Leadership
     from runnel.processor import Processor
 
 log = logging.getLogger("runnel.worker")
+
+RESIGN_WITHIN = 1.0
+"""Seconds a stopping leader waits for its resignation to be stored; else its claim
+expires (three poll intervals)."""
 
 
 class Worker:
@@ -168,15 +180,19 @@ class Worker:
         interval = self.app.settings.leadership_poll_interval / 1000
         ttl_ms = int(interval * 3000)
         work: asyncio.Task[None] | None = None
+        held = False
         try:
             while not self._stopping.is_set():
                 reraise_if_cancelled()
                 try:
-                    leading = await election.claim(self.id, ttl_ms)
+                    leading = await until_stopped(election.claim(self.id, ttl_ms), self._stopping)
+                except Stopped:
+                    break
                 except TransportError as exc:
                     reraise_if_cancelled(exc)
                     outage.failed("leader election", exc)
                     leading = False
+                held = held or leading
                 if leading and work is None:
                     log.info("worker %s is the leader of %s", self.id, self.app.name)
                     work = asyncio.create_task(self._leader_jobs(jobs), name="leader-jobs")
@@ -196,10 +212,18 @@ class Worker:
                 # Stopping: leader jobs finish their run in flight, as other jobs do.
                 await self._finish_jobs([work])
                 await asyncio.gather(work, return_exceptions=True)
-            try:
+            if held:
+                await self._resign(election)
+
+    async def _resign(self, election: Leadership) -> None:
+        """Give the leadership up, so that another worker need not wait for it to expire:
+        a courtesy, so a store that does not answer at once does not hold the stop."""
+        try:
+            async with asyncio.timeout(RESIGN_WITHIN):
                 await election.resign(self.id)
-            except TransportError as exc:
-                log.debug("resigning the leadership failed (it will expire): %r", exc)
+        except (TransportError, TimeoutError) as exc:
+            reraise_if_cancelled()
+            log.debug("resigning the leadership failed (it will expire): %r", exc)
 
     async def _leader_jobs(self, jobs: list[BackgroundTask]) -> None:
         async with asyncio.TaskGroup() as tg:
