@@ -165,18 +165,22 @@ def append(target: Target, stream: Stream, entries: list[Any], place: str) -> No
         except PartlyAppended as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
-                f"{sent}: rows 1-{sent} are in the stream; of rows {sent + 1}-{sent + len(chunk)} "
+                f"{sent}: {_written(sent)}; of rows {sent + 1}-{sent + len(chunk)} "
                 f"(the chunk in flight) {_parts(exc)}; the rest are not; a retry of the task "
                 f"appends all of them again ({exc})"
             ) from exc
         except LogError as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
-                f"{sent}: rows 1-{sent} are in the stream, rows {sent + 1}-{sent + len(chunk)} "
+                f"{sent}: {_written(sent)}, rows {sent + 1}-{sent + len(chunk)} "
                 "(the chunk in flight, appended all or none) may be, the rest are not; "
                 f"a retry of the task appends all of them again ({exc})"
             ) from exc
         sent += len(chunk)
+
+
+def _written(sent: int) -> str:
+    return f"rows 1-{sent} are in the stream" if sent else "no row is in the stream yet"
 
 
 def _parts(exc: PartlyAppended) -> str:
