@@ -72,8 +72,15 @@ def assert_no_password(*texts: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    [("send", STREAM, EVENT), ("status", APP), ("jobs", "info", APP)],
-    ids=["send", "status", "jobs-info"],
+    [
+        ("send", STREAM, EVENT),
+        ("status", APP),
+        ("jobs", "info", APP),
+        ("jobs", "dead", "list", APP),
+        ("processor", "reset", f"{MODULE}:a"),
+        ("dead", "list", STREAM),
+    ],
+    ids=["send", "status", "jobs-info", "jobs-dead-list", "processor-reset", "dead-list"],
 )
 def test_wrong_password(locked_server: Server, project: Path, command: tuple[str, ...]) -> None:
     done = cli(*command, cwd=project, env=env_with(url(locked_server, "", WRONG_PASSWORD)))

@@ -137,3 +137,17 @@ def test_bad_filters_are_one_error_line(
     assert done.stderr.startswith("Error:") and len(done.stderr.splitlines()) == 1
     for word in words:
         assert word in done.stderr
+
+
+def test_each_command_takes_yes(dead: dict) -> None:
+    """API.md gives `[--yes]` for list, replay and purge: one command line fits all three.
+    Only purge asks, so --yes changes nothing for the other two."""
+    project, sink = dead["project"], dead["sink"]
+    assert len(listed(project, "--yes")) == 4
+    done = project.run("dead", "replay", STREAM, "--error", "KeyError", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "replayed 1 dead letters" in done.stdout
+    assert project.client.xlen(sink) == 3
+    done = project.run("dead", "purge", STREAM, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert project.client.xlen(sink) == 0

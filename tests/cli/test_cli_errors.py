@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -388,53 +389,131 @@ def test_worker_says_once_it_cannot_reach_redis_then_reconnected(project: Projec
     assert "Traceback" not in output
 
 
-def test_ctrl_c_during_sendmany_says_where_to_resume(project: Project, tmp_path: Path) -> None:
-    """The server is paused (SIGSTOP) once the first chunks are in, so the send hangs on a
-    chunk; Ctrl-C then reports what was confirmed and the first line not confirmed."""
-    from runnel_redis.embedded import start_server
+def unread_by_server(port: int) -> int:
+    """Bytes that clients sent to the server on ``port`` that it has not read yet (the
+    receive queues of its connections, from /proc/net/tcp)."""
+    total = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, queues = fields[1], fields[3], fields[4]
+        if int(local.split(":")[1], 16) == port and state == "01":  # ESTABLISHED
+            total += int(queues.split(":")[1], 16)
+    return total
 
-    server = start_server(tmp_path / "paused", persist=False)
-    total = 200_000
-    (project.dir / "many.jsonl").write_text(jsonl(pings(total, keys=7)))
-    paused = redis.Redis(port=server.port)
-    env = project.env_with(RUNNEL_REDIS_URL=server.url)
-    proc = subprocess.Popen(
-        [*RUNNEL, "sendmany", STREAM, "many.jsonl"],
-        cwd=project.dir,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+
+class Stopped:
+    """`runnel sendmany` of many events to a redis-server of its own, which is paused
+    (SIGSTOP, with ``pause``) once the first chunk is in and the CLI has written another
+    it has not read; the CLI is interrupted (SIGINT, with ``interrupt``). What the CLI
+    said, and what Redis holds once it runs again."""
+
+    TOTAL = 200_000
+
+    def __init__(
+        self,
+        project: Project,
+        directory: Path,
+        *,
+        pause: bool,
+        interrupt: bool = True,
+        socket_timeout: float = 60,
+    ) -> None:
+        from runnel_redis.embedded import start_server
+
+        server = start_server(directory, persist=False)
+        self.url = f"{server.url}?socket_timeout={socket_timeout:g}"
+        (project.dir / "many.jsonl").write_text(jsonl(pings(self.TOTAL, keys=7)))
+        client = redis.Redis(port=server.port)
+        proc = subprocess.Popen(
+            [*RUNNEL, "sendmany", STREAM, "many.jsonl"],
+            cwd=project.dir,
+            env=project.env_with(RUNNEL_REDIS_URL=self.url),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            keys = project.partition_keys()
+            wait_for(lambda: sum(client.xlen(k) for k in keys) >= 1000, interval=0.01)
+            if pause:  # the chunk in flight gets no reply until the server runs again
+                os.kill(server.pid, signal.SIGSTOP)
+                wait_for(lambda: unread_by_server(server.port) > 0, interval=0.01)
+            if interrupt:
+                proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+            os.kill(server.pid, signal.SIGCONT)
+            # The server may still hold the CLI's last bytes: once its connections are
+            # gone, it has run every whole command they carried. Count in one transaction.
+            wait_for(lambda: len(client.client_list()) == 1)
+            with client.pipeline(transaction=True) as pipe:
+                for key in keys:
+                    pipe.xlen(key)
+                self.stored = sum(pipe.execute())
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            os.kill(server.pid, signal.SIGCONT)
+            os.kill(server.pid, signal.SIGTERM)
+            client.close()
+        self.returncode = proc.returncode
+        self.line = err.strip()
+        assert "\n" not in self.line, err
+
+    def sent(self, line: str) -> int:
+        """The count of events the message says were sent."""
+        found = re.search(r" after (?:sending )?(\d+) of ", line)
+        assert found, line
+        return int(found.group(1))
+
+
+def test_ctrl_c_during_sendmany_says_exactly_what_is_in_redis(
+    project: Project, tmp_path: Path
+) -> None:
+    """Ctrl-C while a chunk is in flight waits for its reply: the count named is what
+    Redis holds, so resending from the line named repeats nothing."""
+    done = Stopped(project, tmp_path / "live", pause=False)
+    assert done.returncode == 1
+    total, stored = Stopped.TOTAL, done.stored
+    assert 1000 <= stored < total and stored % 1000 == 0
+    assert done.line == (
+        f"Error: interrupted after sending {stored} of {total} events "
+        f"(the first unsent is line {stored + 1})"
     )
-    try:
-        keys = project.partition_keys()
-        wait_for(lambda: sum(paused.xlen(k) for k in keys) >= 1000, interval=0.01)
-        os.kill(server.pid, signal.SIGSTOP)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        os.kill(server.pid, signal.SIGCONT)
-        # The server may still hold the CLI's last bytes: once its connections are gone,
-        # it has run every whole command they carried. Count in one transaction.
-        wait_for(lambda: len(paused.client_list()) == 1)
-        with paused.pipeline(transaction=True) as pipe:
-            for key in keys:
-                pipe.xlen(key)
-            stored = sum(pipe.execute())
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.kill(server.pid, signal.SIGCONT)
-        os.kill(server.pid, signal.SIGTERM)
-        paused.close()
-    assert proc.returncode == 1
-    line = err.strip()
-    assert "\n" not in line and line.startswith("Error: interrupted after sending"), err
-    sent = int(line.split("sending ")[1].split(" of ")[0])
-    assert f"of {total} events (the first unsent is line {sent + 1})" in line
-    # Confirmed chunks are whole; the reply to the last one stored may not have come back
-    # before the pause. The chunk in flight is one command: written whole or not at all.
-    assert sent % 1000 == 0
-    assert stored >= 1000 and stored in (sent, sent + 1000)
+
+
+def test_ctrl_c_during_sendmany_names_the_chunk_in_doubt(project: Project, tmp_path: Path) -> None:
+    """The chunk in flight gets no reply: Ctrl-C waits a bounded time for it, then names
+    what is surely in, the lines that may or may not be, and the first line surely not
+    sent."""
+    from runnel.cli.send import SETTLE
+
+    done = Stopped(project, tmp_path / "paused", pause=True)
+    assert done.returncode == 1
+    line, total = done.line, Stopped.TOTAL
+    sent = done.sent(line)
+    assert sent % 1000 == 0 and done.stored in (sent, sent + 1000)
+    assert line == (
+        f"Error: interrupted after sending {sent} of {total} events; no reply came within "
+        f"{SETTLE:g} s for lines {sent + 1} to {sent + 1000}, so they may or may not be in "
+        f"Redis (the first line surely unsent is line {sent + 1001})"
+    )
+
+
+def test_sendmany_names_the_chunk_in_doubt_when_its_reply_times_out(
+    project: Project, tmp_path: Path
+) -> None:
+    """A Redis that stops answering: the chunk written before the reply timed out may be
+    in, so it is named as in doubt, not as unsent."""
+    done = Stopped(project, tmp_path / "paused", pause=True, interrupt=False, socket_timeout=1)
+    assert done.returncode == 1
+    line, total = done.line, Stopped.TOTAL
+    sent = done.sent(line)
+    assert sent % 1000 == 0 and done.stored in (sent, sent + 1000)
+    assert line.startswith(
+        f"Error: sending failed after {sent} of {total} events; no reply came for lines "
+        f"{sent + 1} to {sent + 1000}, so they may or may not be in Redis (the first line "
+        f"surely unsent is line {sent + 1001}): cannot reach {done.url}: Timeout reading"
+    ), line
 
 
 # --- exit codes, as docs/cli.md documents them ------------------------------------------------

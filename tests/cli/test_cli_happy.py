@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -214,3 +215,30 @@ def test_console_script_sends_and_works(project: Project) -> None:
     assert done.returncode == 0, done.stderr
     assert XID.match(done.stdout.strip())
     assert project.stream_length() == 1
+
+
+def test_status_shows_the_length_of_a_stream_no_processor_reads(project: Project) -> None:
+    """Where docs/cli.md sends a user to check what a send put in: each partition's length."""
+    (project.dir / "audited.py").write_text(
+        "from appmod import Ping, app\n\n"
+        'audits = app.stream("audits", record=Ping, partition_by="key", partition_count=3)\n'
+    )
+    (project.dir / "audits.jsonl").write_text(jsonl(pings(40, keys=6)))
+    done = project.run("sendmany", "audited:audits", "audits.jsonl")
+    assert done.returncode == 0, done.stderr
+    held = [project.client.xlen(key) for key in project.partition_keys("audits", 3)]
+    assert sum(held) == 40 and all(held)
+
+    shown = project.run("status", "audited:app", "--json")
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert [p["name"] for p in report["processors"]] == ["a", "b"]  # pings is read
+    assert report["streams"] == [
+        {"name": "audits", "partitions": [{"number": n, "length": held[n]} for n in range(3)]}
+    ]
+    text = project.run("status", "audited:app")
+    assert text.returncode == 0, text.stderr
+    section = text.stdout.split("\nstream audits  (no processor, 3 partitions)\n", 1)[1]
+    assert section.splitlines() == ["  partition   length"] + [
+        f"  {n:>9}  {held[n]:>7}" for n in range(3)
+    ]

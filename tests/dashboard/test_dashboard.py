@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import signal
 import socket
 import textwrap
 import urllib.error
@@ -21,12 +23,14 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from runnel.jobs.model import JobStatus
 from runnel.jobs.store import JobStore
 from runnel.processing.worker import Worker
 from runnel_dashboard.snapshot import hide_password
+from runnel_redis.embedded import start_server
 from tests.dashboard.conftest import Dashboard
 from tests.helpers import WorkerProcess, cli, env_with, wait_for
 
@@ -254,6 +258,24 @@ def test_bad_input_is_one_error_line(module: ModuleType, tmp_path: Path, redis_u
     assert_one_error_line(done, "nosuchmodule")
 
 
+def test_refused_credentials_fail_at_start_in_one_line(module: ModuleType, tmp_path: Path) -> None:
+    """As every command: exit 1 and one Error: line, before any banner, password hidden.
+    (A Redis that does not answer is different: the page reports it, see below.)"""
+    server = start_server(tmp_path / "locked", persist=False)
+    try:
+        admin = redis.Redis(port=server.port)
+        admin.config_set("requirepass", "admin-Pw-31c")
+        admin.close()
+        env = env_with(f"redis://:wrong-Pw-62d@127.0.0.1:{server.port}/0")
+        done = cli("dashboard", TARGET, "--port", "0", cwd=tmp_path, env=env)
+    finally:
+        os.kill(server.pid, signal.SIGTERM)
+    assert done.returncode == 1
+    assert done.stdout == "", "no banner"
+    assert_one_error_line(done, "authentication failed for user 'default'", ":***@")
+    assert "Pw-" not in done.stderr
+
+
 def test_the_core_stub_says_what_to_install() -> None:
     """Without the plugin, `runnel dashboard` is core's stand-in, which names the extra."""
     from runnel.cli.missing import dashboard
@@ -283,7 +305,8 @@ def assert_one_error_line(done: Any, *names: str) -> None:
 def test_a_store_it_cannot_read_is_reported_without_its_password(
     module: ModuleType, tmp_path: Path
 ) -> None:
-    """The page still loads; the feed answers 503 with one line, the password hidden."""
+    """It starts, saying so on stderr; the page still loads; the feed answers 503 with
+    one line; the password hidden everywhere."""
     env = env_with("redis://:hunter2@127.0.0.1:1/0")
     dashboard = Dashboard(TARGET, tmp_path, env)
     try:
@@ -296,4 +319,7 @@ def test_a_store_it_cannot_read_is_reported_without_its_password(
         assert "redis://:***@127.0.0.1:1/0" in error and "hunter2" not in error, error
     finally:
         dashboard.close()
-    assert "hunter2" not in dashboard.log_path.read_text()
+    log = dashboard.log_path.read_text()
+    assert "hunter2" not in log
+    assert "warning: cannot reach redis://:***@127.0.0.1:1/0: " in log
+    assert "; the page says so until it answers" in log

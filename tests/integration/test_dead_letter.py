@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 import pytest
@@ -231,3 +232,38 @@ async def test_a_failed_batch_is_forwarded_whole(
     assert batches == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     assert [d.xid for d in dead] == [x.decode() for x in ids[3:6]]
     assert pending_ids(redis_client, orders.partitions[0].key, "proc") == []
+
+
+@pytest.mark.parametrize(
+    "options,warned",
+    [
+        ({"exception_policy": "ignore"}, None),
+        ({"exception_policy": "retry", "fallback": "ignore"}, None),
+        ({"exception_policy": "retry", "fallback": "quarantine"}, "RETRY with fallback QUARANTINE"),
+        ({"exception_policy": "halt"}, "HALT"),
+    ],
+    ids=["ignore", "retry-then-ignore", "retry-then-quarantine", "halt"],
+)
+def test_a_policy_that_never_forwards_is_warned_about_and_no_other(
+    redis_url: str, app_name: str, caplog: pytest.LogCaptureFixture, options: dict, warned: str
+) -> None:
+    """The warning names the policy when nothing would ever be forwarded, and only then:
+    RETRY falling back to IGNORE forwards once the retries run out (see test_retry.py)."""
+    caplog.set_level(logging.WARNING, logger="runnel.dead_letter")
+    app = make_app(app_name, redis_url)
+    orders = app.stream("orders", record=Order, partition_by="order_id", partition_count=1)
+
+    @app.processor(orders, middleware=[DeadLetterMiddleware(orders)], **options)
+    async def proc(events):
+        async for _ in events.records():
+            pass
+
+    said = [r.getMessage() for r in caplog.records if r.name == "runnel.dead_letter"]
+    if warned is None:
+        assert said == []
+    else:
+        assert said == [
+            "DeadLetterMiddleware on processor proc forwards nothing: it forwards the events "
+            "given up under ExceptionPolicy.IGNORE (or RETRY with fallback IGNORE), and the "
+            f"policy is {warned}"
+        ]

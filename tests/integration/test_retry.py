@@ -177,6 +177,33 @@ async def test_failure_lines_name_processor_stream_partition_entry_and_key(
         assert "(key 'alice')" in text
 
 
+async def test_giving_up_reads_as_a_sentence_and_the_dead_letters_take_it(
+    redis_url: str, app_name: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RETRY falling back to IGNORE with DeadLetterMiddleware: no warning that it would not
+    forward (it does), a give-up line that says how often it failed, then the forward."""
+    caplog.set_level(logging.WARNING, logger="runnel")
+    log: list = []
+    app, pings = declare(
+        app_name, redis_url, {1: -1}, log, retries=2, fallback="ignore", dead_letters=True
+    )
+    ids = await pings.send(*[Ping(key="alice", n=i) for i in range(3)])
+    async with Running(app) as running:
+        await running.until(lambda: ("done", 2) in log, "the event after the failing one")
+        assert await running.stop() == 0
+    where = f"processor 'proc' on stream pings partition 0 entry {ids[1].decode()} (key 'alice')"
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [line for line in said if "DeadLetterMiddleware" in line], said
+    assert [line for line in said if line.startswith(where)] == [
+        f"{where} raised Boom('failing on 1'); retry 1 of 2 in 0.00s",
+        f"{where} raised Boom('failing on 1'); retry 2 of 2 in 0.00s",
+        f"{where} failed 3 times in a row; ignoring it and going on",
+    ]
+    assert "forwarded 1 failed event to dead.pings" in said
+    dead = redis_client.xrange(f"__strm:{app_name}.dead.pings.0")
+    assert [fields[b"xid"] for _, fields in dead] == [ids[1]]
+
+
 async def test_an_undecodable_event_is_named_without_a_key(
     redis_url: str, app_name: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:

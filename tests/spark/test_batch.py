@@ -200,6 +200,23 @@ def test_a_task_failing_while_sending_says_how_far_it_got(
     assert [stream.decode(fields).n for _, fields in written] == list(range(30))
 
 
+def test_a_task_failing_on_its_first_chunk_says_no_row_is_in(
+    spark: Any, streams: ModuleType, redis_url: str, redis_client: redis.Redis
+) -> None:
+    stream = streams.pings_out
+    keys = [f"k{i}" for i in range(200)]
+    [key] = [k for k in keys if stream.partition_number(streams.Ping(key=k, n=0)) == 1][:1]
+    redis_client.set("__strm:sparkt.pings_out.1", "not a stream")
+    df = spark.createDataFrame([(key, i) for i in range(20)], "key string, n long").coalesce(1)
+    with pytest.raises(Exception) as failure:
+        write(df, stream, redis_url, chunkSize="10")
+    assert (
+        "appending the 20 rows of Spark partition 0 (attempt 0) failed after 0: no row is in "
+        "the stream yet, rows 1-10 (the chunk in flight, appended all or none) may be, the "
+        "rest are not"
+    ) in str(failure.value)
+
+
 def test_plain_json_chunks_read_as_pydantic_reads_them(
     spark: Any, streams: ModuleType, redis_url: str, redis_client: redis.Redis
 ) -> None:

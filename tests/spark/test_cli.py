@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from types import ModuleType
 
 import redis
 
+from runnel_redis.embedded import start_server
 from tests.helpers import cli, env_with
 from tests.spark.conftest import ROOT, send, stored
 from tests.spark.test_batch import orders
@@ -99,3 +101,25 @@ def test_import_names_the_row_field_and_value_of_bytes_that_are_not_base64(
     assert "blob: bytes must be given as base64" in error and '(got "no base64!")' in error
     assert "collectToPython" not in error
     assert stored(redis_client, streams.orders_json_out) == []
+
+
+def test_refused_credentials_fail_before_spark_starts(tmp_path: Path) -> None:
+    """One Error: line, as every command, found out before Spark takes its seconds to
+    start (Spark's own lines on stderr would come first)."""
+    server = start_server(tmp_path / "locked", persist=False)
+    try:
+        admin = redis.Redis(port=server.port)
+        admin.config_set("requirepass", "admin-Pw-8e1")
+        admin.close()
+        url = f"redis://:wrong-Pw-3b7@127.0.0.1:{server.port}/0"
+        (tmp_path / "pings.jsonl").write_text('{"key": "a", "n": 1}\n')
+        export = run(tmp_path, url, "export", "tests.spark.streams:pings", "out.parquet")
+        imported = run(tmp_path, url, "import", "pings.jsonl", "tests.spark.streams:pings_out")
+    finally:
+        os.kill(server.pid, signal.SIGTERM)
+    for done in (export, imported):
+        assert done.returncode == 1
+        assert done.stderr.strip() == (
+            f"Error: redis://:***@127.0.0.1:{server.port}/0: authentication failed for user "
+            "'default' (WRONGPASS invalid username-password pair or user is disabled.)"
+        )

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from pathlib import Path
 
 import pytest
 import redis
 from redis import exceptions as redis_errors
 
-from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
+from runnel.exceptions import (
+    AccessDenied,
+    NotConnected,
+    RunnelError,
+    StoreFull,
+    TransportError,
+    Unavailable,
+)
 from runnel.processing.retry import retrying
 from runnel.transport import PartitionId
 from runnel_redis import errors
@@ -115,15 +125,38 @@ async def test_a_connection_torn_down_under_redis_py_is_unavailable() -> None:
         await Store(AttributeError("'NoneType' object has no attribute 'name'")).call()
 
 
-async def test_a_refused_connection_is_unavailable() -> None:
+async def test_a_refused_connection_is_unavailable_and_sent_nothing() -> None:
     """A real redis-py client against a port nothing listens on."""
     transport = RedisTransport(UNREACHABLE)
     try:
-        with pytest.raises(Unavailable) as caught:
+        with pytest.raises(NotConnected) as caught:
             await transport.lengths([PartitionId("u", "s", 0)])
+        assert isinstance(caught.value, Unavailable)
         assert isinstance(caught.value, redis.ConnectionError)
     finally:
         await transport.aclose()
+
+
+async def test_a_reply_that_times_out_may_follow_a_write(tmp_path: Path) -> None:
+    """A real server, paused (SIGSTOP) after the connection is open: the command is
+    sent and its reply never comes. That is Unavailable, and not NotConnected: the
+    command may have run (a caller such as sendmany must say so)."""
+    from runnel_redis.embedded import start_server
+
+    server = start_server(tmp_path, persist=False)
+    transport = RedisTransport(server.url, socket_timeout=0.5)
+    partition = PartitionId("u", "s", 0)
+    try:
+        assert await transport.lengths([partition]) == {partition: 0}
+        os.kill(server.pid, signal.SIGSTOP)
+        with pytest.raises(Unavailable) as caught:
+            await transport.append([(partition, {b"data": b"1"})])
+        assert not isinstance(caught.value, NotConnected)
+        assert isinstance(caught.value, redis.TimeoutError)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+        await transport.aclose()
+        os.kill(server.pid, signal.SIGTERM)
 
 
 async def test_retrying_retries_transport_errors_only() -> None:

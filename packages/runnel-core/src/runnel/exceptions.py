@@ -46,6 +46,12 @@ class Unavailable(TransportError):
     dropped, a timeout, a server still loading or failing over). Worth retrying."""
 
 
+class NotConnected(Unavailable):
+    """The store could not be reached: the call found no connection and could not open
+    one, so it sent nothing. Any other Unavailable may come after a write was sent (a
+    reply that timed out, a connection dropped while waiting), which may have happened."""
+
+
 class AccessDenied(TransportError):
     """The store refused our credentials or a command (a wrong password, a missing ACL
     permission). Retrying cannot help, so workers stop on it instead of waiting.

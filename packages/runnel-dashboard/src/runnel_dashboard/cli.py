@@ -9,7 +9,9 @@ import socket
 import click
 
 from runnel.app import App
-from runnel.cli.common import load, load_plugins, plugin_option
+from runnel.cli.common import failure, load, load_plugins, plugin_option, run
+from runnel.exceptions import Unavailable
+from runnel_dashboard.snapshot import snapshot
 
 
 @click.command()
@@ -57,11 +59,14 @@ def dashboard(
 
     load_plugins(plugins)
     app = load(target, App)
+    away = run(_first_look(app), app)  # refused credentials: one Error: line, exit 1
     sock = _listen(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     mode = "actions allowed" if allow_actions else "read-only"
     click.echo(f"dashboard of app {app.name} on http://{shown}:{bound_port}/ ({mode})")
+    if away is not None:
+        click.echo(f"warning: {away}; the page says so until it answers", err=True)
     options = Options(
         allow_actions=allow_actions, loopback_only=_loopback(host), sample_every=sample_every
     )
@@ -75,6 +80,18 @@ def dashboard(
         pass
     finally:
         sock.close()
+
+
+async def _first_look(app: App) -> str | None:
+    """Read what the page shows once before serving, as every command reads the store
+    before it does anything: a refused password or permission fails the start (raised,
+    for ``run`` to make one line). A Redis that does not answer does not: the page
+    reports it until it does, so this returns what to warn about."""
+    try:
+        await snapshot(app)
+    except Unavailable as exc:
+        return failure(app, exc)
+    return None
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -4,9 +4,11 @@ Two promises hold for each public coroutine method of a class marked :func:`guar
 (the transport, coordination, leadership, job store and schema store):
 
 * a failure of Redis reaches core as a :class:`~runnel.exceptions.TransportError`
-  (:class:`~runnel.exceptions.Unavailable` when Redis is away or slow), so core retries
-  those and lets anything else, a bug, surface. The error keeps its redis-py class as a
-  base too, so code that catches redis-py's exceptions catches it as before;
+  (:class:`~runnel.exceptions.Unavailable` when Redis is away or slow, and
+  :class:`~runnel.exceptions.NotConnected` when it failed while connecting, before any
+  command was sent), so core retries those and lets anything else, a bug, surface.
+  The error keeps its redis-py class as a base too, so code that catches redis-py's
+  exceptions catches it as before;
 * a cancellation is never lost. On Python 3.11 redis-py sends each command through
   ``asyncio.wait_for``, which drops a cancellation that arrives just as the reply does,
   and redis-py may report one as a connection error. If the task was cancelled during
@@ -34,7 +36,14 @@ from redis import connection as redis_connection
 from redis import exceptions as redis_errors
 from redis.asyncio import connection as redis_async_connection
 
-from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
+from runnel.exceptions import (
+    AccessDenied,
+    NotConnected,
+    RunnelError,
+    StoreFull,
+    TransportError,
+    Unavailable,
+)
 from runnel_redis import errors
 
 C = TypeVar("C", bound=type)
@@ -77,12 +86,28 @@ def _torn_down(exc: BaseException) -> bool:
     return False
 
 
+_OPENING = {"get_connection", "ensure_connection", "connect", "connect_check_health", "_connect"}
+"""redis-py's functions that get a connection ready (it connects inside a call, lazily):
+a failure raised through one of them came before the call sent anything."""
+
+
+def _connecting(exc: BaseException) -> bool:
+    """``exc`` was raised while redis-py opened a connection for the call."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in _OPENING and code.co_filename in _CONNECTION_CODE:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def kind_of(exc: BaseException) -> type[TransportError] | None:
     """The Runnel error ``exc`` stands for, or None if it is not a failure of Redis."""
     if isinstance(exc, TransportError):
         return None  # already ours (translated by the parser)
     if isinstance(exc, _AWAY + _RESHAPING) or _torn_down(exc):
-        return Unavailable
+        return NotConnected if _connecting(exc) else Unavailable
     if isinstance(exc, redis_errors.RedisClusterException):
         return TransportError  # not a RedisError, though the cluster client raises it
     if isinstance(exc, redis_errors.ResponseError):

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from runnel.cli.common import load, load_plugins, plugin_option
+from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.exceptions import AccessDenied, Misconfigured
 from runnel.stream import Stream
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ def export(
     load_plugins(plugins)
     stream = load(target, Stream)
     fmt = fmt or _format_of(out)
+    _check_store(stream)
     with session(master, confs) as spark:
         df = (
             spark.read.format("runnel")
@@ -124,6 +126,7 @@ def import_(
     if not os.path.exists(source):
         raise click.ClickException(f"cannot read {source}: no such file or directory")
     fmt = fmt or _format_of(source)
+    _check_store(stream)
     with session(master, confs) as spark:
         df = _spark_call(lambda: _reader(spark, fmt).load(source))
         texts = _base64_columns(df, stream)
@@ -140,6 +143,23 @@ def import_(
             lambda: df.write.format("runnel").mode("append").option("stream", target).save()
         )
     click.echo(f"imported {checked.rows} rows from {source} into {stream.id}", err=True)
+
+
+def _check_store(stream: Stream) -> None:
+    """Before Spark starts, which takes seconds: Redis must answer and take the app's
+    credentials, found out first as every other command does, in one line."""
+
+    async def look() -> None:
+        try:
+            await stream.app.transport.lengths([p.id for p in stream.partitions])
+        except AccessDenied as exc:
+            if exc.command == "AUTH":
+                raise
+            # Not allowed to count (XLEN): the command may need no more than it is allowed.
+        except Misconfigured:  # a store that cannot count
+            pass
+
+    run(look(), stream.app)
 
 
 @contextlib.contextmanager

@@ -167,21 +167,21 @@ def append(target: Target, stream: Stream, entries: list[Any], place: str) -> No
         except LogFull as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} stopped after "
-                f"{sent}: rows 1-{sent} are in the stream, the rest are not: {exc}, and it "
-                f"did not make room within {stream.app.settings.full_timeout:g} s "
-                "(full_timeout); a retry of the task appends all of them again"
+                f"{sent}: {_written(sent)}, the rest are not: {exc}, and it did not make "
+                f"room within {stream.app.settings.full_timeout:g} s (full_timeout); a retry "
+                "of the task appends all of them again"
             ) from exc
         except PartlyAppended as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
-                f"{sent}: rows 1-{sent} are in the stream; of rows {sent + 1}-{sent + len(chunk)} "
+                f"{sent}: {_written(sent)}; of rows {sent + 1}-{sent + len(chunk)} "
                 f"(the chunk in flight) {_parts(exc)}; the rest are not; a retry of the task "
                 f"appends all of them again ({exc})"
             ) from exc
         except LogError as exc:
             raise WriteFailed(
                 f"{stream.id}: appending the {len(entries)} rows of {place} failed after "
-                f"{sent}: rows 1-{sent} are in the stream, rows {sent + 1}-{sent + len(chunk)} "
+                f"{sent}: {_written(sent)}, rows {sent + 1}-{sent + len(chunk)} "
                 "(the chunk in flight, appended all or none) may be, the rest are not; "
                 f"a retry of the task appends all of them again ({exc})"
             ) from exc
@@ -204,6 +204,10 @@ def _append_with_room(log: SyncLog, stream: Stream, chunk: list[Any]) -> None:
                 raise
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.5)
+
+
+def _written(sent: int) -> str:
+    return f"rows 1-{sent} are in the stream" if sent else "no row is in the stream yet"
 
 
 def _parts(exc: PartlyAppended) -> str:

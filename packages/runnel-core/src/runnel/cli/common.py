@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import traceback
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import click
@@ -22,6 +22,7 @@ from runnel.stream import Stream
 from runnel.urls import redact
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 plugin_option = click.option(
     "--plugin",
@@ -30,6 +31,15 @@ plugin_option = click.option(
     metavar="MODULE",
     help="Import MODULE and register it as a Runnel plugin (repeatable).",
 )
+
+
+def yes_option(verb: str | None) -> Callable[[F], F]:
+    """``--yes`` for each of the dead-letter commands (list, replay, purge), so that one
+    command line works for all three; only purge asks (``verb`` None)."""
+    text = "Do not ask for confirmation."
+    if verb is not None:
+        text = f"Accepted, as by purge; {verb} does not ask."
+    return click.option("--yes", is_flag=True, help=text)
 
 
 def load_plugins(plugins: tuple[str, ...]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.cli.common import load, load_plugins, plugin_option, run, yes_option
 from runnel.exceptions import RunnelError
 from runnel.stream import DATA, Stream
 from runnel.transport import PartitionId
@@ -159,6 +159,7 @@ def _lines(letters: list[DeadLetter]) -> Iterator[str]:
 
 @dead.command(name="list")
 @filters
+@yes_option("list")
 def list_(
     target: str,
     since: str | None,
@@ -166,6 +167,7 @@ def list_(
     number: int | None,
     text: str | None,
     plugins: tuple[str, ...],
+    yes: bool,
 ) -> None:
     """List the dead letters of MODULE:STREAM: sink id, partition, original id, failure
     time and error."""
@@ -179,6 +181,7 @@ def list_(
 
 @dead.command()
 @filters
+@yes_option("replay")
 def replay(
     target: str,
     since: str | None,
@@ -186,6 +189,7 @@ def replay(
     number: int | None,
     text: str | None,
     plugins: tuple[str, ...],
+    yes: bool,
 ) -> None:
     """Send the chosen dead letters back to the partitions they failed on, as stored (not
     re-encoded), and remove them from the sink."""
@@ -215,7 +219,7 @@ def replay(
 
 @dead.command()
 @filters
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@yes_option(None)
 def purge(
     target: str,
     since: str | None,

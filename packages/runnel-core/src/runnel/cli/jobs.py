@@ -12,7 +12,7 @@ import click
 import orjson
 
 from runnel.app import App
-from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.cli.common import load, load_plugins, plugin_option, run, yes_option
 from runnel.jobs import codec
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
 from runnel.jobs.model import (
@@ -339,12 +339,14 @@ async def select_dead_letters(
 @click.argument("target", metavar="MODULE:APP")
 @_filters
 @json_option
+@yes_option("list")
 @plugin_option
 def dead_list(
     target: str,
     job_name: str | None,
     job_ids: tuple[str, ...],
     as_json: bool,
+    yes: bool,
     plugins: tuple[str, ...],
 ) -> None:
     """The dead jobs, oldest first: when each died, its id, name and last error."""
@@ -365,9 +367,14 @@ def dead_list(
 @dead.command()
 @click.argument("target", metavar="MODULE:APP")
 @_filters
+@yes_option("replay")
 @plugin_option
 def replay(
-    target: str, job_name: str | None, job_ids: tuple[str, ...], plugins: tuple[str, ...]
+    target: str,
+    job_name: str | None,
+    job_ids: tuple[str, ...],
+    yes: bool,
+    plugins: tuple[str, ...],
 ) -> None:
     """Enqueue the dead jobs again, tries reset (all of them, or those chosen)."""
     load_plugins(plugins)
@@ -383,7 +390,7 @@ def replay(
 @dead.command()
 @click.argument("target", metavar="MODULE:APP")
 @_filters
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@yes_option(None)
 @plugin_option
 def purge(
     target: str,

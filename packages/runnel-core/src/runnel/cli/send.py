@@ -11,7 +11,8 @@ import orjson
 from pydantic import ValidationError
 
 from runnel.cli.common import describe, failure, load, load_plugins, plugin_option, run
-from runnel.exceptions import PartlySent
+from runnel.exceptions import NotConnected, PartlySent, Unavailable
+from runnel.processing.retry import cancel_and_wait
 from runnel.stream import Stream
 from runnel.text import runs
 
@@ -20,6 +21,16 @@ CHUNK = 1000
 
 PROGRESS_MIN = 10_000
 """Show a progress bar on a terminal from this many events."""
+
+SETTLE = 5.0
+"""Seconds Ctrl-C waits for the reply to the chunk in flight, which alone says whether
+that chunk went in."""
+
+INTERRUPTED, FAILED, NO_REPLY = (
+    "interrupted after sending",
+    "sending failed after",
+    "no reply came for",
+)
 
 
 def _parse(stream: Stream, text: str, where: str) -> Any:
@@ -79,25 +90,47 @@ def sendmany(target: str, source: str, plugins: tuple[str, ...]) -> None:
     try:
         sent = run(_send_all(stream, progress), stream.app)
     except KeyboardInterrupt:
-        # Ctrl-C that ended the event loop rather than the send (a second one, or one
-        # landing outside a send): the count of confirmed events still says where to resume.
+        # A second Ctrl-C, which ends the event loop: what is confirmed, and the chunk
+        # whose reply it cut short (if any) as in doubt.
         raise click.ClickException(progress.interrupted()) from None
     click.echo(f"sent {sent} events to {stream.name}", err=True)
 
 
 class _Progress:
-    """The records to send, and how many of them Redis has confirmed so far."""
+    """The records to send, how many of them Redis has confirmed, and how many more are
+    in the chunk sent but not answered: what a message must name."""
 
     def __init__(self, records: list[Any], numbers: list[int]) -> None:
         self.records = records
         self.numbers = numbers  # the line of each record, for messages
         self.sent = 0
+        self.in_flight = 0
 
-    def interrupted(self) -> str:
-        return (
-            f"interrupted after sending {self.sent} of {len(self.records)} events "
-            f"(the first unsent is line {self.numbers[self.sent]})"
+    def head(self, what: str) -> str:
+        """``interrupted after sending 3000 of 12000 events``, or ``sending failed after``."""
+        return f"{what} {self.sent} of {len(self.records)} events"
+
+    def interrupted(self, unanswered: str = "interrupted again before the reply to") -> str:
+        """What Redis holds: confirmed, and (if a chunk is unanswered) the lines in doubt."""
+        if not self.in_flight:
+            return f"{self.head(INTERRUPTED)} (the first unsent is line {self.first_unsent})"
+        return f"{self.head(INTERRUPTED)}; {self.in_doubt(unanswered)}"
+
+    @property
+    def first_unsent(self) -> int:
+        return self.numbers[self.sent]
+
+    def in_doubt(self, unanswered: str, why: str = "") -> str:
+        """The lines of the chunk in flight, which may or may not have gone in."""
+        after = self.sent + self.in_flight
+        first, last = self.numbers[self.sent], self.numbers[after - 1]
+        lines = f"line {first}" if first == last else f"lines {first} to {last}"
+        rest = (
+            f"the first line surely unsent is line {self.numbers[after]}"
+            if after < len(self.records)
+            else "no line after them was sent"
         )
+        return f"{unanswered} {lines}{why}, so they may or may not be in Redis ({rest})"
 
 
 def _lines(source: str) -> list[bytes]:
@@ -111,7 +144,7 @@ def _lines(source: str) -> list[bytes]:
 
 
 async def _send_all(stream: Stream, progress: _Progress) -> int:
-    records, numbers = progress.records, progress.numbers
+    records = progress.records
     show = sys.stderr.isatty() and len(records) >= PROGRESS_MIN
     with (
         click.progressbar(length=len(records), label="sending", file=sys.stderr)
@@ -120,32 +153,64 @@ async def _send_all(stream: Stream, progress: _Progress) -> int:
     ):
         for start in range(0, len(records), CHUNK):
             chunk = records[start : start + CHUNK]
-            sent = progress.sent
+            # Its own task: Ctrl-C cancels this one, never the send, whose reply alone
+            # says whether the chunk went in (redis-py, cancelled, may also lose the
+            # cancellation and carry on).
+            sending = asyncio.ensure_future(stream.send(*chunk))
+            progress.in_flight = len(chunk)
+            interrupted = False
             try:
-                await stream.send(*chunk)
-            except (Exception, asyncio.CancelledError) as exc:  # say where to resume, then re-raise
-                task = asyncio.current_task()
-                if isinstance(exc, asyncio.CancelledError) or (task and task.cancelling()):
-                    # Ctrl-C (which redis-py may report as a timeout): say where to resume,
-                    # as for a dropped connection. The chunk in flight is one command,
-                    # written whole or not at all.
-                    raise click.ClickException(progress.interrupted()) from None
-                reason = failure(stream.app, exc)
-                if isinstance(exc, PartlySent) and exc.sent:  # some partitions' parts are in
-                    last = numbers[start + len(chunk) - 1]
-                    raise click.ClickException(
-                        f"sending failed after {sent} of {len(records)} events; of the next "
-                        f"{len(chunk)} (lines {numbers[start]} to {last}) only lines "
-                        f"{runs([numbers[start + i] for i in exc.sent])} are in Redis: "
-                        f"{reason}"
-                    ) from None
+                await asyncio.wait({sending})
+            except asyncio.CancelledError:  # Ctrl-C
+                interrupted = True
+                await _settle(sending, progress)
+            try:
+                sending.result()
+            except Exception as exc:
                 raise click.ClickException(
-                    f"sending failed after {sent} of {len(records)} events "
-                    f"(the first unsent is line {numbers[sent]}): {reason}"
+                    _failed(stream, progress, start, exc, interrupted)
                 ) from None
             progress.sent += len(chunk)
+            progress.in_flight = 0
             bar.update(len(chunk))
+            if interrupted:
+                raise click.ClickException(progress.interrupted())
     return progress.sent
+
+
+async def _settle(sending: asyncio.Future[Any], progress: _Progress) -> None:
+    """Wait a little for the reply to the chunk in flight, so that an interrupt names
+    what Redis holds; without one in time, name the lines in doubt."""
+    await asyncio.wait({sending}, timeout=SETTLE)
+    if not sending.done():
+        await cancel_and_wait([sending])
+        raise click.ClickException(
+            progress.interrupted(f"no reply came within {SETTLE:g} s for")
+        ) from None
+
+
+def _failed(
+    stream: Stream, progress: _Progress, start: int, exc: Exception, interrupted: bool
+) -> str:
+    """Where to resume after the chunk from ``start`` failed: what is surely in, and the
+    lines in doubt when the chunk may have been written before the failure."""
+    reason = failure(stream.app, exc)  # a bug is raised again, with its traceback
+    numbers = progress.numbers
+    if isinstance(exc, PartlySent) and exc.sent:  # some partitions' parts went in
+        last = numbers[start + progress.in_flight - 1]
+        return (
+            f"{progress.head(FAILED)}; of the next {progress.in_flight} (lines "
+            f"{numbers[start]} to {last}) only lines "
+            f"{runs([numbers[start + i] for i in exc.sent])} are in Redis: {reason}"
+        )
+    if isinstance(exc, Unavailable) and not isinstance(exc, NotConnected):
+        # Written, perhaps, then the reply was lost (a timeout, a dropped connection).
+        if interrupted:
+            doubt = progress.in_doubt(NO_REPLY, f" ({reason})")
+            return f"{progress.head(INTERRUPTED)}; {doubt}"
+        return f"{progress.head(FAILED)}; {progress.in_doubt(NO_REPLY)}: {reason}"
+    first = progress.first_unsent
+    return f"{progress.head(FAILED)} (the first unsent is line {first}): {reason}"
 
 
 class _Null:

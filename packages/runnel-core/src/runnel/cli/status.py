@@ -10,6 +10,9 @@ import click
 from runnel.app import App
 from runnel.cli.common import load, load_plugins, plugin_option, run
 from runnel.coordination import Quarantine
+from runnel.exceptions import Misconfigured
+from runnel.stream import Stream
+from runnel.transport import PartitionId
 
 
 @click.command()
@@ -19,8 +22,9 @@ from runnel.coordination import Quarantine
 def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Show each processor's workers, the partitions each owns, the leader, and each
     partition's lag (events not yet delivered), pending (delivered, not acknowledged) and
-    state: owned, unowned, or QUARANTINED with the id of the event it stopped on; then
-    "lost N" if N events were trimmed before the processor read them."""
+    state: owned, unowned, or QUARANTINED with the id of the event it stopped on, then
+    "lost N" if N events were trimmed before the processor read them; and the length of
+    each partition of a stream no processor reads."""
     load_plugins(plugins)
     app = load(target, App)
     report = run(_gather(app), app)
@@ -52,6 +56,14 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             click.echo(
                 f"  {p['number']:>9}  {p['owner'] or '-':<12} {lag:>5}  {p['pending']:>7}  {state}"
             )
+    for stream in report["streams"]:
+        click.echo(
+            f"\nstream {stream['name']}  (no processor, {len(stream['partitions'])} partitions)"
+        )
+        click.echo("  partition   length")
+        for p in stream["partitions"]:
+            length = "?" if p["length"] is None else p["length"]
+            click.echo(f"  {p['number']:>9}  {length:>7}")
 
 
 QUARANTINED = "QUARANTINED"
@@ -70,6 +82,7 @@ async def _gather(app: App) -> dict[str, Any]:
         "leader": await transport.leadership(app.name).leader(),
         "key_layout": transport.key_layout,
         "processors": [],
+        "streams": [],
     }
     for proc in app.processors.values():
         stream = proc.stream
@@ -109,7 +122,25 @@ async def _gather(app: App) -> dict[str, Any]:
                 ],
             }
         )
+    read = {proc.stream.name for proc in app.processors.values()}
+    for stream in app.streams.values():
+        if stream.name not in read:
+            report["streams"].append(await _unread(app, stream))
     return report
+
+
+async def _unread(app: App, stream: Stream) -> dict[str, Any]:
+    """A stream no processor reads: how much each partition holds (what sending it put
+    there, less any trimming), the one number that shows whether a send went in."""
+    keys = [p.id for p in stream.partitions]
+    try:
+        lengths: dict[PartitionId, int | None] = dict(await app.transport.lengths(keys))
+    except Misconfigured:  # a store that cannot count
+        lengths = dict.fromkeys(keys)
+    return {
+        "name": stream.name,
+        "partitions": [{"number": key.number, "length": lengths[key]} for key in keys],
+    }
 
 
 async def status_report(app: App) -> dict[str, Any]:

@@ -30,7 +30,8 @@ class Dead(Record, primitive=True):
 
 
 class DeadLetterMiddleware(Middleware):
-    """With ``ExceptionPolicy.IGNORE``, send events whose processing raised to ``self.sink``.
+    """With ``ExceptionPolicy.IGNORE`` (or ``RETRY`` falling back to it, once the retries
+    run out), send events whose processing raised to ``self.sink``.
 
     The sink is the one-partition stream ``dead.{source}``. A primitive source keeps its
     record type, so dead events are exact copies; any other source gets :class:`Dead`
@@ -51,13 +52,24 @@ class DeadLetterMiddleware(Middleware):
             self.sink = app.stream(name, record=Dead, partition_by="partition", partition_count=1)
 
     def check_processor(self, processor: Processor) -> None:
-        if processor.exception_policy is not ExceptionPolicy.IGNORE:
-            log.warning(
-                "DeadLetterMiddleware on processor %s only forwards with ExceptionPolicy.IGNORE "
-                "(the policy is %s)",
-                processor.name,
-                processor.exception_policy.name,
-            )
+        """Warn when nothing would ever be forwarded: events are forwarded when they are
+        given up under IGNORE, at once or (under RETRY) once their retries run out."""
+        policy = processor.exception_policy
+        if policy is ExceptionPolicy.RETRY:
+            if processor.fallback is ExceptionPolicy.IGNORE:
+                return
+            shown = f"RETRY with fallback {processor.fallback.name}"
+        elif policy is ExceptionPolicy.IGNORE:
+            return
+        else:
+            shown = policy.name
+        log.warning(
+            "DeadLetterMiddleware on processor %s forwards nothing: it forwards the events "
+            "given up under ExceptionPolicy.IGNORE (or RETRY with fallback IGNORE), and the "
+            "policy is %s",
+            processor.name,
+            shown,
+        )
 
     async def handler(self, parent: AsyncIterator[Any], **kwargs: Any) -> AsyncIterator[Any]:
         context = kwargs["context"]
@@ -95,4 +107,6 @@ class DeadLetterMiddleware(Middleware):
                 for e in events
             ]
         await self.sink.append(entries)
-        log.warning("forwarded %d failed events to %s", len(events), self.sink.name)
+        count = len(events)
+        what = "failed event" if count == 1 else "failed events"
+        log.warning("forwarded %d %s to %s", count, what, self.sink.name)

@@ -141,23 +141,25 @@ class Consumer:
     async def _handle(self, exc: Exception, inflight: list[Event], policy: ExceptionPolicy) -> None:
         fields = failure_fields(self.processor.name, self.partition, inflight)
         where = failure_text(fields)
+        said = "raised"  # or, giving up under RETRY: how often it failed
         gave_up = self.processor.exception_policy is ExceptionPolicy.RETRY and self._attempts
         if policy is not ExceptionPolicy.RETRY and gave_up:
-            where += f" failed {self._attempts} times"
+            if self._attempts > 1:
+                said = f"failed {self._attempts} times in a row"
             self._failing, self._attempts = None, 0
         if policy is ExceptionPolicy.RETRY:
             await self._retry(exc, inflight, where, fields)
         elif policy is ExceptionPolicy.IGNORE:
-            log.error("%s raised; ignoring it and going on", where, exc_info=exc, extra=fields)
+            log.error("%s %s; ignoring it and going on", where, said, exc_info=exc, extra=fields)
             for event in inflight:
                 self.acks.add(event.xid)
         elif policy is ExceptionPolicy.QUARANTINE:
-            log.error("%s raised; quarantining the partition", where, exc_info=exc, extra=fields)
+            log.error("%s %s; quarantining the partition", where, said, exc_info=exc, extra=fields)
             self.stop()
             await self._record_quarantine(fields["entry_id"], exc)
             self.poisoned = True  # after the record: a resume looks for poisoned ones without
         else:
-            log.error("%s raised; halting the worker", where, exc_info=exc, extra=fields)
+            log.error("%s %s; halting the worker", where, said, exc_info=exc, extra=fields)
             self.stop()
             self._halt(exc)
 
