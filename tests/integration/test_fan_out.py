@@ -105,3 +105,22 @@ async def test_the_bound_is_a_setting(redis_url: str, app_name: str) -> None:
         assert sum(lengths.values()) == CALLS
     finally:
         await app.aclose()
+
+
+async def test_a_wait_cancelled_after_its_turn_came_passes_the_turn_on(redis_url: str) -> None:
+    """A caller woken for a free connection and cancelled before it took it: the next
+    waiter gets the connection (else it would wait for a release that never comes)."""
+    from runnel_redis import pool
+
+    client = pool.client(redis_url, 1)
+    try:
+        held = await client.connection_pool.get_connection()
+        first = asyncio.create_task(client.ping())
+        second = asyncio.create_task(client.ping())
+        await asyncio.sleep(0.1)  # both wait
+        await client.connection_pool.release(held)  # the first one's turn
+        first.cancel()
+        assert await asyncio.wait_for(second, 30) is True
+        assert first.cancelled()
+    finally:
+        await client.aclose()
