@@ -11,8 +11,8 @@ import pytest
 from runnel.jobs import JobStatus, ManualClock
 from runnel.jobs.codec import error_item
 from runnel.jobs.model import ErrorInfo, NewJob, Outcome
-from runnel.jobs.store import JobStore
 from runnel.memory.jobs import JobQueueState, MemoryJobStore
+from runnel.store.jobs import JobStore
 from runnel_redis.transport import RedisTransport
 
 T0 = 1_700_000_000.0

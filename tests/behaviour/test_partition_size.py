@@ -16,8 +16,8 @@ import pytest
 
 from runnel import App, Record, Stream
 from runnel.exceptions import PartitionFull
+from runnel.store.log import NEW, PartitionId
 from runnel.testing import memory_url
-from runnel.transport import NEW, PartitionId
 
 SIZE = 100  # partition_size; the slack past it before trimming is 1 entry (1 %, at least 1)
 GROUP = "proc"
@@ -46,12 +46,12 @@ class Group:
     """A processor's consumer group on partition 0, read and acknowledged by hand."""
 
     def __init__(self, app: App, stream: Stream) -> None:
-        self.transport = app.transport
+        self.store = app.store
         self.partition: PartitionId = stream.partitions[0].id
-        self.coordination = app.transport.coordination(app.name, stream.name, GROUP)
+        self.coordination = app.store.coordination(app.name, stream.name, GROUP)
 
     async def start(self) -> Group:
-        await self.transport.ensure_group([self.partition], GROUP)
+        await self.store.log.ensure_group([self.partition], GROUP)
         await self.coordination.acquire(OWNER, [self.partition], 60_000)
         return self
 
@@ -63,14 +63,14 @@ class Group:
         await self.coordination.ack(OWNER, {self.partition: ids})
 
     async def backlog(self) -> tuple[int | None, int]:
-        return (await self.transport.backlog([self.partition], GROUP))[self.partition]
+        return (await self.store.admin().backlog([self.partition], GROUP))[self.partition]
 
     async def lost(self) -> int:
-        return (await self.transport.lost([self.partition], GROUP))[self.partition]
+        return (await self.store.log.lost([self.partition], GROUP))[self.partition]
 
 
 async def length(app: App, stream: Stream) -> int:
-    return (await app.transport.lengths([stream.partitions[0].id]))[stream.partitions[0].id]
+    return (await app.store.admin().lengths([stream.partitions[0].id]))[stream.partitions[0].id]
 
 
 async def send(stream: Stream, first: int, count: int) -> list[bytes]:
@@ -117,8 +117,8 @@ async def test_the_slowest_of_several_groups_is_named(app: App) -> None:
     stream = pings(app)
     fast = await Group(app, stream).start()
     slow = Group(app, stream)
-    slow.coordination = app.transport.coordination(app.name, stream.name, "laggard")
-    await app.transport.ensure_group([slow.partition], "laggard")
+    slow.coordination = app.store.coordination(app.name, stream.name, "laggard")
+    await app.store.log.ensure_group([slow.partition], "laggard")
     ids = await send(stream, 0, SIZE)
     await fast.ack(await fast.read(SIZE))
     with pytest.raises(PartitionFull) as refused:
@@ -174,6 +174,6 @@ async def test_drop_oldest_without_a_group_counts_nothing(app: App) -> None:
     stream = pings(app, on_full="drop_oldest")
     await send(stream, 0, 3 * SIZE)
     assert SIZE <= await length(app, stream) <= SIZE + 1
-    assert (await app.transport.lost([stream.partitions[0].id], GROUP)) == {
+    assert (await app.store.log.lost([stream.partitions[0].id], GROUP)) == {
         stream.partitions[0].id: 0
     }

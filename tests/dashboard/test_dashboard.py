@@ -27,8 +27,8 @@ import redis
 from click.testing import CliRunner
 
 from runnel.jobs.model import JobStatus
-from runnel.jobs.store import JobStore
 from runnel.processing.worker import Worker
+from runnel.store.jobs import JobStore
 from runnel_dashboard.snapshot import hide_password
 from runnel_redis.embedded import start_server
 from tests.dashboard.conftest import Dashboard

@@ -51,7 +51,7 @@ def test_a_partition_that_lost_events_says_how_many(
     async def fill() -> None:
         partition = mod.pings.partitions[0].id
         try:
-            await mod.app.transport.ensure_group([partition], "late")  # as a worker would
+            await mod.app.store.log.ensure_group([partition], "late")  # as a worker would
             for n in range(50):
                 await mod.pings.send(mod.Ping(n=n))
         finally:

@@ -18,11 +18,11 @@ import pytest
 import redis
 
 from runnel import App, Record, Stream
-from runnel.coordination import Member, Members
 from runnel.exceptions import Unavailable
 from runnel.processing.executor import Executor
 from runnel.processing.worker import Worker
-from runnel.transport import NEW, PENDING, PartitionId
+from runnel.store.coordination import Member, Members
+from runnel.store.log import NEW, PENDING, PartitionId
 from runnel_redis import keys, resp
 from runnel_redis.coordination import RedisCoordination
 from runnel_redis.transport import RedisTransport

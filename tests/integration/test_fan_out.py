@@ -50,9 +50,9 @@ async def test_sends_and_delays_at_once_all_succeed(redis_url: str, app_name: st
     try:
         await all_at_once([lambda n=n: pings.send(Ping(n=n)) for n in range(CALLS)])
         results = await all_at_once([lambda n=n: double.delay(n) for n in range(CALLS)])
-        assert sum((await app.transport.lengths([p.id for p in pings.partitions])).values()) == (
-            CALLS
-        )
+        assert sum(
+            (await app.store.admin().lengths([p.id for p in pings.partitions])).values()
+        ) == (CALLS)
         statuses = await all_at_once([r.status for r in results])
         assert set(statuses) == {JobStatus.SENT}
         # get() of jobs that have not run: each waits its (short) timeout, all at once.
@@ -88,7 +88,7 @@ async def test_status_reads_at_once_all_succeed(redis_url: str, app_name: str) -
         assert {len(r["processors"][0]["partitions"]) for r in reports} == {4}
         keys = [p.id for p in app.streams["pings"].partitions]
         backlogs = await all_at_once(
-            [lambda: app.transport.backlog(keys, "watch") for _ in range(CALLS)]
+            [lambda: app.store.admin().backlog(keys, "watch") for _ in range(CALLS)]
         )
         assert len(backlogs) == CALLS
     finally:
@@ -101,7 +101,7 @@ async def test_the_bound_is_a_setting(redis_url: str, app_name: str) -> None:
     pings = app.streams["pings"]
     try:
         await all_at_once([lambda n=n: pings.send(Ping(n=n)) for n in range(CALLS)])
-        lengths = await app.transport.lengths([p.id for p in pings.partitions])
+        lengths = await app.store.admin().lengths([p.id for p in pings.partitions])
         assert sum(lengths.values()) == CALLS
     finally:
         await app.aclose()

@@ -75,7 +75,7 @@ async def test_both_wire_protocols(redis_url: str, app_name: str, protocol: int)
 
     ids = await pings.send(*[Ping(key=f"k{i % 7}", n=i) for i in range(total)])
     assert len(ids) == total and all(isinstance(xid, bytes) for xid in ids)
-    kwargs = app.transport.redis.connection_pool.connection_kwargs  # type: ignore[attr-defined]
+    kwargs = app.store.redis.connection_pool.connection_kwargs  # type: ignore[attr-defined]
     assert int(kwargs.get("protocol") or 2) == protocol
     assert await run_until(Worker(app), done) == 0
     assert sorted(n for ns in seen.values() for n in ns) == list(range(total))

@@ -114,7 +114,7 @@ async def test_fallback_quarantine_holds_the_partition_and_records_it(
     ids = await pings.send(*[Ping(key="k", n=i) for i in range(3)])
     async with Running(app) as running:
         await running.until(lambda: any(c.poisoned for c in running.consumers()), "quarantine")
-        quarantined = await app.transport.coordination(app.name, "pings", "proc").quarantined()
+        quarantined = await app.store.coordination(app.name, "pings", "proc").quarantined()
         assert not running.done
         assert await running.stop() == 0
     assert log == [("try", 0), ("done", 0), ("try", 1), ("try", 1)]

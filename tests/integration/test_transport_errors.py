@@ -11,7 +11,7 @@ import pytest
 
 from runnel import Record
 from runnel.exceptions import Unavailable
-from runnel.transport import PartitionId
+from runnel.store.log import PartitionId
 from runnel_redis.transport import RedisTransport
 
 from .conftest import Running, make_app

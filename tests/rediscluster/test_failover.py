@@ -101,7 +101,7 @@ async def under_load(url: str, name: str = "fo", **settings: object) -> AsyncIte
         assert await running.stop() == 0
     check(seen, sent)
     with contextlib.suppress(Exception):
-        await app.transport.aclose()
+        await app.store.aclose()
 
 
 async def test_a_master_killed_mid_stream_loses_nothing_sent_with_wait_replicas(

@@ -19,8 +19,9 @@ from redis.cluster import RedisCluster
 
 from runnel.exceptions import NotReplicated
 from runnel.settings import Settings
-from runnel.synclog import LogError, PartlyAppended, next_id
-from runnel.transport import PartitionId, transport_for
+from runnel.store.backend import backend_for
+from runnel.store.log import PartitionId
+from runnel.store.synclog import LogError, PartlyAppended, next_id
 from runnel_redis.cluster import client_url
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.layout import Cluster, hash_tag
@@ -107,7 +108,7 @@ def test_a_refused_part_names_the_partitions_written(log: ClusterLog, client: Re
 
 
 def test_the_log_of_a_cluster_transport(redis_cluster_url: str) -> None:
-    transport = transport_for(redis_cluster_url, Settings())
+    transport = backend_for(redis_cluster_url, Settings())
     log = transport.sync_log()
     try:
         assert isinstance(log, ClusterLog) and log.url == redis_cluster_url

@@ -14,7 +14,7 @@ from runnel.cli.status import status_report
 from runnel.exceptions import EntryIdError, Misconfigured, NotReplicated, PartlySent
 from runnel.jobs import JobStatus
 from runnel.processing.worker import Worker
-from runnel.transport import PartitionId
+from runnel.store.log import PartitionId
 from runnel_redis.layout import Cluster
 from tests.integration.conftest import FAST, HANG_GUARD, Running, eventually, keys_by_partition
 from tests.rediscluster.cluster import RedisClusterProcesses
@@ -73,18 +73,18 @@ async def test_events_flow_in_order_per_key_over_every_master(
     assert report["key_layout"] == "cluster"
     [proc] = report["processors"]
     assert all(p["pending"] == 0 and p["lag"] == 0 for p in proc["partitions"])
-    await app.transport.aclose()
+    await app.store.aclose()
 
 
 async def test_keys_follow_the_cluster_layout(redis_cluster: RedisClusterProcesses) -> None:
     app = make_app(redis_cluster.url)
     pings = app.stream("pings", record=Ping, partition_by="key", partition_count=2)
     await pings.send(Ping(key="a", n=1))
-    key = app.transport.partition_key(pings.partitions[0].id)
+    key = app.store.log.partition_key(pings.partitions[0].id)
     assert key.startswith("__strm:{shop.pings.")
     lock = Cluster().partition_lock("shop", "pings", "p", 0)
     assert key_slot(lock.encode()) == key_slot(Cluster().partition("shop", "pings", 0).encode())
-    await app.transport.aclose()
+    await app.store.aclose()
 
 
 async def test_a_cluster_refuses_the_classic_layout(redis_cluster: RedisClusterProcesses) -> None:
@@ -101,7 +101,7 @@ async def test_explicit_entry_ids_on_a_cluster(redis_cluster: RedisClusterProces
     assert ids == [f"{100 + i}-1".encode() for i in range(6)]
     with pytest.raises(EntryIdError):
         await pings.send(*records[:1], stream_ids=["1-1"])
-    await app.transport.aclose()
+    await app.store.aclose()
 
 
 async def test_a_failed_partition_names_the_records_that_are_in_redis(
@@ -122,10 +122,10 @@ async def test_a_failed_partition_names_the_records_that_are_in_redis(
         xid
         for p in pings.partitions
         if p is not broken
-        for xid, _ in await app.transport.scan(p.id, None, 100)
+        for xid, _ in await app.store.admin().scan(p.id, None, 100)
     }
     assert scanned == {xid for xid in caught.value.ids if xid is not None}
-    await app.transport.aclose()
+    await app.store.aclose()
 
 
 # Several workers, one leader.
@@ -146,7 +146,7 @@ def declare(url: str, tag: str, seen: list[tuple[str, int, str, int]]) -> tuple[
 
 
 async def owners(app: App) -> dict[int, str | None]:
-    coord = app.transport.coordination("multi", "pings", "proc")
+    coord = app.store.coordination("multi", "pings", "proc")
     found = await coord.lock_owners([PartitionId("multi", "pings", n) for n in range(COUNT)])
     return {p.number: owner for p, owner in found.items()}
 
@@ -214,7 +214,7 @@ async def test_one_leader_at_a_time_and_the_other_takes_over(
         await eventually(lambda: len(runs) >= 5, "the leader's timer ran")
         leader, follower = (a, b) if runs[0] == a.worker.id else (b, a)
         assert set(runs) == {leader.worker.id}
-        assert await a.worker.app.transport.leadership("lead").leader() == leader.worker.id
+        assert await a.worker.app.store.leadership("lead").leader() == leader.worker.id
         assert await leader.stop() == 0
         before = len(runs)
         await follower.until(lambda: runs[before:].count(follower.worker.id) >= 3, "took over")
@@ -239,7 +239,7 @@ async def test_wait_replicas_returns_once_a_replica_holds_the_send(
         with master.client() as m, replica.client() as r:
             r.execute_command("READONLY")  # a replica answers reads of its slots
             assert r.xlen(p.key) == m.xlen(p.key)
-    await app.transport.aclose()
+    await app.store.aclose()
 
 
 async def test_wait_replicas_says_clearly_when_too_few_replicas_acknowledged(
@@ -250,8 +250,8 @@ async def test_wait_replicas_says_clearly_when_too_few_replicas_acknowledged(
     with pytest.raises(NotReplicated, match="only 1 of the 2 replicas") as caught:
         await pings.send(Ping(key="a", n=1), Ping(key="b", n=2))
     assert (caught.value.wanted, caught.value.acknowledged) == (2, 1)
-    assert sum((await app.transport.lengths([p.id for p in pings.partitions])).values()) == 2
-    await app.transport.aclose()
+    assert sum((await app.store.admin().lengths([p.id for p in pings.partitions])).values()) == 2
+    await app.store.aclose()
 
 
 @pytest.mark.parametrize("explicit", [False, True])
@@ -262,8 +262,8 @@ async def test_wait_replicas_on_a_single_redis(redis_url: str, explicit: bool) -
     ids = ["5-1"] if explicit else None
     with pytest.raises(NotReplicated, match="only 0 of the 1 replicas"):
         await pings.send(Ping(key="a", n=1), stream_ids=ids)
-    assert sum((await app.transport.lengths([p.id for p in pings.partitions])).values()) == 1
-    await app.transport.aclose()
+    assert sum((await app.store.admin().lengths([p.id for p in pings.partitions])).values()) == 1
+    await app.store.aclose()
 
 
 async def test_wait_replicas_on_job_enqueue(redis_cluster_replicas: RedisClusterProcesses) -> None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from runnel.transport import PartitionId
+from runnel.store.log import PartitionId
 from runnel_redis import cluster as cluster_module
 from runnel_redis.cluster import RedisClusterTransport
 from tests.integration.conftest import eventually

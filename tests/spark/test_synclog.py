@@ -7,8 +7,9 @@ import pickle
 import pytest
 import redis
 
-from runnel.synclog import LogError, next_id
-from runnel.transport import PartitionId, transport_for
+from runnel.store.backend import backend_for
+from runnel.store.log import PartitionId
+from runnel.store.synclog import LogError, next_id
 from runnel_redis.synclog import RedisLog
 
 
@@ -59,7 +60,7 @@ def test_an_append_is_all_or_none(redis_url: str, redis_client: redis.Redis) -> 
 def test_the_transport_provides_the_log(redis_url: str) -> None:
     from runnel.settings import Settings
 
-    transport = transport_for(redis_url, Settings())
+    transport = backend_for(redis_url, Settings())
     assert isinstance(transport.sync_log(), RedisLog)
     assert transport.sync_log().url == redis_url
 

@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from runnel.exceptions import Misconfigured
 from runnel.settings import Settings
+from runnel.store.backend import backend_for
+from runnel.store.log import PartitionId
 from runnel.text import runs as _spans
-from runnel.transport import PartitionId, transport_for
 from runnel_redis.cluster import RedisClusterTransport, client_url
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.transport import RedisTransport
@@ -31,8 +32,8 @@ def test_client_url_drops_the_cluster_mark(url: str, expected: str) -> None:
 
 
 async def test_the_scheme_picks_the_transport_and_the_layout() -> None:
-    single = transport_for("redis://127.0.0.1:1/0", Settings())
-    cluster = transport_for("redis+cluster://127.0.0.1:1", Settings())
+    single = backend_for("redis://127.0.0.1:1/0", Settings())
+    cluster = backend_for("redis+cluster://127.0.0.1:1", Settings())
     assert type(single) is RedisTransport and single.key_layout == "classic"
     assert isinstance(cluster, RedisClusterTransport) and cluster.key_layout == "cluster"
     partition = PartitionId("shop", "orders", 3)
@@ -43,7 +44,7 @@ async def test_the_scheme_picks_the_transport_and_the_layout() -> None:
 
 
 async def test_a_single_redis_can_take_the_cluster_layout() -> None:
-    t = transport_for("redis://127.0.0.1:1/0", Settings(redis_key_layout="cluster"))
+    t = backend_for("redis://127.0.0.1:1/0", Settings(redis_key_layout="cluster"))
     assert t.key_layout == "cluster"
     assert t.partition_key(PartitionId("shop", "orders", 3)) == "__strm:{shop.orders.3}"
     await t.aclose()
@@ -51,7 +52,7 @@ async def test_a_single_redis_can_take_the_cluster_layout() -> None:
 
 def test_a_cluster_refuses_the_classic_layout() -> None:
     with pytest.raises(Misconfigured, match="cluster key layout"):
-        transport_for("redis+cluster://127.0.0.1:1", Settings(redis_key_layout="classic"))
+        backend_for("redis+cluster://127.0.0.1:1", Settings(redis_key_layout="classic"))
 
 
 def test_bad_layout_and_wait_settings_are_refused() -> None:
@@ -66,7 +67,7 @@ def test_bad_layout_and_wait_settings_are_refused() -> None:
 async def test_spark_on_a_cluster_gets_the_cluster_log() -> None:
     """Spark's sync log on a cluster keys partitions by the cluster layout, and pickles as
     its URL (the layout follows from the scheme); the password is never shown."""
-    cluster = transport_for(
+    cluster = backend_for(
         "redis+cluster://user:secret@127.0.0.1:1", Settings(wait_replicas=1, wait_timeout=2)
     )
     try:
@@ -84,8 +85,8 @@ async def test_spark_on_a_cluster_gets_the_cluster_log() -> None:
 async def test_a_single_redis_log_follows_a_chosen_layout() -> None:
     """A single Redis given the cluster layout (redis_key_layout) reads and writes the
     same keys from Spark; the layout travels with the pickled log."""
-    single = transport_for("redis://127.0.0.1:1", Settings(redis_key_layout="cluster"))
-    classic = transport_for("redis://127.0.0.1:1", Settings())
+    single = backend_for("redis://127.0.0.1:1", Settings(redis_key_layout="cluster"))
+    classic = backend_for("redis://127.0.0.1:1", Settings())
     try:
         copy = pickle.loads(pickle.dumps(single.sync_log()))
         assert copy._key(PartitionId("a", "s", 2)) == "__strm:{a.s.2}"

@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from runnel.jobs import JobStatus, ManualClock
+from runnel.jobs.batching import EnqueueBatches
 from runnel.jobs.model import NewJob, Outcome
 from runnel.memory.jobs import JobQueueState, MemoryJobStore
 
@@ -44,7 +45,7 @@ async def test_an_enqueue_from_another_loop_wakes_a_blocked_taker() -> None:
     assert state.takers  # blocked, not polling
 
     async def enqueue() -> None:
-        assert await MemoryJobStore(state).submit(new("a"))
+        assert await EnqueueBatches(MemoryJobStore(state)).submit(new("a"))
 
     await asyncio.to_thread(in_thread, enqueue)
     [d] = await asyncio.wait_for(taker, 30)

@@ -9,19 +9,22 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from runnel import App, Record
 from runnel.cli import cli
-from runnel.coordination import Member
 from runnel.memory import server as servers
+from runnel.memory.backend import MemoryBackend
+from runnel.memory.log import MemoryLog
 from runnel.memory.logs import NoGroup
 from runnel.memory.server import MemoryServer
-from runnel.memory.transport import MemoryTransport
 from runnel.settings import Settings
-from runnel.transport import NEW, PENDING, PartitionId, Position, transport_for
+from runnel.store.backend import backend_for
+from runnel.store.coordination import Member
+from runnel.store.log import NEW, PENDING, PartitionId, Position
 
 GROUP = "proc"
 CONSUMER = "runnel"
@@ -46,8 +49,22 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def transport(clock: ManualClock) -> MemoryTransport:
-    return MemoryTransport(MemoryServer("test", clock=clock))
+def transport(clock: ManualClock) -> Roles:
+    return Roles(MemoryBackend(MemoryServer("test", clock=clock)))
+
+
+class Roles:
+    """The memory store's log and the rest of its roles under one name, as these tests
+    were written before the store interface was split by role."""
+
+    def __init__(self, backend: MemoryBackend) -> None:
+        self.backend = backend
+        self.server = backend.server
+
+    def __getattr__(self, name: str) -> Any:
+        if hasattr(MemoryLog, name):
+            return getattr(self.backend.log, name)
+        return getattr(self.backend, name)
 
 
 def part(n: int, stream: str = "orders") -> PartitionId:
@@ -58,7 +75,7 @@ def numbers(entries: list) -> list[bytes]:
     return [fields[b"n"] for _, fields in entries]
 
 
-async def fill(t: MemoryTransport, p: PartitionId, count: int) -> list[bytes]:
+async def fill(t: Roles, p: PartitionId, count: int) -> list[bytes]:
     return await t.append([(p, {b"n": str(i).encode()}) for i in range(count)])
 
 
@@ -66,7 +83,7 @@ async def fill(t: MemoryTransport, p: PartitionId, count: int) -> list[bytes]:
 
 
 async def test_entries_are_delivered_once_per_group_then_reread_until_acknowledged(
-    transport: MemoryTransport,
+    transport: Roles,
 ) -> None:
     p = part(0)
     c = transport.coordination("myproj.shop", "orders", GROUP)
@@ -98,7 +115,7 @@ async def test_entries_are_delivered_once_per_group_then_reread_until_acknowledg
     assert drained.entries == [(p, [])]
 
 
-async def test_groups_are_independent_and_start_where_told(transport: MemoryTransport) -> None:
+async def test_groups_are_independent_and_start_where_told(transport: Roles) -> None:
     p = part(1)
     ids = await fill(transport, p, 4)
     await transport.ensure_group([p], "one")
@@ -112,7 +129,7 @@ async def test_groups_are_independent_and_start_where_told(transport: MemoryTran
     assert await transport.last_delivered([p, part(9)], "two") == {p: ids[-1]}
 
 
-async def test_reset_forgets_pending_and_adopt_moves_them(transport: MemoryTransport) -> None:
+async def test_reset_forgets_pending_and_adopt_moves_them(transport: Roles) -> None:
     p = part(0)
     c = transport.coordination("myproj.shop", "orders", GROUP)
     await transport.ensure_group([p], GROUP)
@@ -132,7 +149,7 @@ async def test_reset_forgets_pending_and_adopt_moves_them(transport: MemoryTrans
 
 
 async def test_trimmed_pending_entries_read_back_without_fields(
-    transport: MemoryTransport,
+    transport: Roles,
 ) -> None:
     p = part(0)
     c = transport.coordination("myproj.shop", "orders", GROUP)
@@ -146,7 +163,7 @@ async def test_trimmed_pending_entries_read_back_without_fields(
     assert again.entries == [(p, [(ids[0], None), (ids[1], None)])]
 
 
-async def test_scan_remove_and_unfenced_ack(transport: MemoryTransport) -> None:
+async def test_scan_remove_and_unfenced_ack(transport: Roles) -> None:
     p = part(0, "dead.orders")
     ids = await fill(transport, p, 5)
     page = await transport.scan(p, None, 2)
@@ -166,7 +183,7 @@ async def test_scan_remove_and_unfenced_ack(transport: MemoryTransport) -> None:
     assert await transport.first_pending(p, GROUP) == ids[2]
 
 
-async def test_values_are_stored_as_bytes(transport: MemoryTransport) -> None:
+async def test_values_are_stored_as_bytes(transport: Roles) -> None:
     p = part(0)
     await transport.append([(p, {"data": "text", b"n": 3, b"x": 1.5})])
     [(_, fields)] = await transport.scan(p, None, 10)
@@ -174,7 +191,7 @@ async def test_values_are_stored_as_bytes(transport: MemoryTransport) -> None:
 
 
 async def test_reading_without_a_group_is_an_error_and_reads_nothing(
-    transport: MemoryTransport,
+    transport: Roles,
 ) -> None:
     p, q = part(0), part(1)
     c = transport.coordination("myproj.shop", "orders", GROUP)
@@ -191,7 +208,7 @@ async def test_reading_without_a_group_is_an_error_and_reads_nothing(
 
 
 async def test_reads_and_acks_only_on_partitions_whose_lock_we_hold(
-    transport: MemoryTransport, clock: ManualClock
+    transport: Roles, clock: ManualClock
 ) -> None:
     p0, p1, p2 = part(0), part(1), part(2)
     c = transport.coordination("myproj.shop", "orders", GROUP)
@@ -222,7 +239,7 @@ async def test_reads_and_acks_only_on_partitions_whose_lock_we_hold(
 
 
 async def test_locks_expire_unless_beaten_and_release_only_our_own(
-    transport: MemoryTransport, clock: ManualClock
+    transport: Roles, clock: ManualClock
 ) -> None:
     p0, p1 = part(0), part(1)
     c = transport.coordination("myproj.shop", "orders", GROUP)
@@ -242,9 +259,7 @@ async def test_locks_expire_unless_beaten_and_release_only_our_own(
     assert await c.alive(["a"]) == set()
 
 
-async def test_leadership_expires_and_is_held_by_one(
-    transport: MemoryTransport, clock: ManualClock
-) -> None:
+async def test_leadership_expires_and_is_held_by_one(transport: Roles, clock: ManualClock) -> None:
     one, other = transport.leadership("myproj.shop"), transport.leadership("myproj.shop")
     assert await one.leader() is None
     assert await one.claim("x", 5_000)
@@ -266,7 +281,7 @@ async def test_leadership_expires_and_is_held_by_one(
 
 
 async def test_membership_changes_are_announced_on_the_control_stream(
-    transport: MemoryTransport,
+    transport: Roles,
 ) -> None:
     c = transport.coordination("myproj.shop", "orders", GROUP)
     assert await c.members() == {}
@@ -296,7 +311,7 @@ def _broken(members: dict) -> dict:
 
 
 async def test_a_blocked_reader_is_woken_from_another_threads_loop(
-    transport: MemoryTransport,
+    transport: Roles,
 ) -> None:
     """The ``delay_sync`` case: a write from a loop in another thread wakes a reader
     blocked in this one (no polling: the wait would otherwise last the whole block)."""
@@ -326,7 +341,7 @@ async def test_a_blocked_reader_is_woken_from_another_threads_loop(
     assert await c.control(position, 10) == (position, [])
 
 
-async def test_quarantines_are_recorded_and_lifted(transport: MemoryTransport) -> None:
+async def test_quarantines_are_recorded_and_lifted(transport: Roles) -> None:
     c = transport.coordination("myproj.shop", "orders", GROUP)
     await c.quarantine(part(2), "1-0", "ValueError: bad")
     await c.quarantine(part(3), None, "KeyError: x")
@@ -342,7 +357,7 @@ async def test_quarantines_are_recorded_and_lifted(transport: MemoryTransport) -
 
 
 async def test_schema_store_adds_once_and_checks_under_the_lock(
-    transport: MemoryTransport,
+    transport: Roles,
 ) -> None:
     store = transport.schema_store("myproj.shop", "orders")
     assert await store.all() == {}
@@ -369,10 +384,10 @@ def store_name() -> Iterator[str]:
 
 async def test_the_same_name_is_the_same_store_in_one_process(store_name: str) -> None:
     settings = Settings()
-    one = transport_for(f"memory://{store_name}", settings)
-    two = transport_for(f"memory://{store_name}", settings)
-    other = transport_for("memory://other-" + store_name, settings)
-    assert isinstance(one, MemoryTransport) and isinstance(other, MemoryTransport)
+    one = Roles(backend_for(f"memory://{store_name}", settings))  # type: ignore[arg-type]
+    two = Roles(backend_for(f"memory://{store_name}", settings))  # type: ignore[arg-type]
+    other = Roles(backend_for("memory://other-" + store_name, settings))  # type: ignore[arg-type]
+    assert isinstance(one.backend, MemoryBackend) and isinstance(other.backend, MemoryBackend)
     await one.append([(part(0), {b"n": b"1"})])
     assert await two.lengths([part(0)]) == {part(0): 1}
     assert await other.lengths([part(0)]) == {part(0): 0}
@@ -444,7 +459,7 @@ def test_worker_processes_refuse_a_store_of_one_process(tmp_path, monkeypatch) -
     assert "Traceback" not in result.output
 
 
-async def test_explicit_ids_all_or_none(transport: MemoryTransport) -> None:
+async def test_explicit_ids_all_or_none(transport: Roles) -> None:
     """``send(stream_ids=...)`` on memory://: ids kept as given; one too low sends nothing."""
     from runnel.exceptions import EntryIdError
 

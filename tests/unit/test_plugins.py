@@ -27,7 +27,8 @@ from runnel.plugins.manager import (
     registry,
 )
 from runnel.plugins.providers import PROVIDERS
-from runnel.transport import Transport
+from runnel.store.backend import Backend
+from runnel.store.log import Log
 
 URL = "redis://127.0.0.1:1"
 
@@ -214,18 +215,14 @@ def test_unknown_plugin_module_is_misconfigured(uid):
         App(name="u", redis_url=URL, plugins=[f"no_such_plugin_{uid}"])
 
 
-class FakeTransport(Transport):
-    """A transport that only names partitions; anything else would need a store."""
-
-    def __init__(self, url, settings):
-        self.url = url
-        self.settings = settings
+class FakeLog(Log):
+    """A log that only names partitions; anything else would need a store."""
 
     def partition_key(self, partition):
         app, stream, number = partition
         return f"fake/{app}/{stream}/{number}"
 
-    async def append(self, entries, maxlen=None):
+    async def append(self, entries, maxlen=None, ids=None, drop_oldest=False):
         raise NotImplementedError
 
     async def ensure_group(self, keys, group):
@@ -240,7 +237,25 @@ class FakeTransport(Transport):
     async def wait_for_new(self, after, block_ms):
         raise NotImplementedError
 
-    async def reset_group(self, keys, group, start):
+
+class FakeTransport(Backend):
+    """A store whose log only names partitions, and that has no other role."""
+
+    def __init__(self, url, settings):
+        self.url = url
+        self.settings = settings
+        self.log = FakeLog()
+
+    def coordination(self, app, stream, processor):
+        raise NotImplementedError
+
+    def leadership(self, app):
+        raise NotImplementedError
+
+    def job_store(self, app):
+        raise NotImplementedError
+
+    def schema_store(self, app, stream):
         raise NotImplementedError
 
     async def aclose(self):

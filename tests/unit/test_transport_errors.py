@@ -20,7 +20,7 @@ from runnel.exceptions import (
     Unavailable,
 )
 from runnel.processing.retry import retrying
-from runnel.transport import PartitionId
+from runnel.store.log import PartitionId
 from runnel_redis import errors
 from runnel_redis.seam import guarded, kind_of, translate
 from runnel_redis.transport import RedisTransport

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from runnel import App, Record
-from runnel.coordination import ReadResult
 from runnel.exceptions import Unavailable
 from runnel.metrics.stats import ProcessorStats
 from runnel.processing.lease import Lease
 from runnel.processor import Processor
+from runnel.store.coordination import ReadResult
+from runnel.store.log import PartitionId, Position
 from runnel.stream import Stream
-from runnel.transport import PartitionId, Position
 from runnel.types import Event, Partition
 
 from ..conftest import UNREACHABLE

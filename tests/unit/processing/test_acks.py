@@ -9,8 +9,8 @@ import pytest
 
 from runnel import App
 from runnel.processing.acks import Acknowledger, Acks
+from runnel.store.log import PartitionId
 from runnel.stream import Stream
-from runnel.transport import PartitionId
 
 from .conftest import OUTAGE, Log, processor_of, stats_of, until
 

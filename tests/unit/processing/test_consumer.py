@@ -12,8 +12,8 @@ from runnel.processing.acks import Acks
 from runnel.processing.consumer import Consumer
 from runnel.processing.inbox import Inbox
 from runnel.processing.lease import Lease
+from runnel.store.log import PartitionId
 from runnel.stream import Stream
-from runnel.transport import PartitionId
 from runnel.types import Event
 
 from .conftest import Log, events_of, held_lease, processor_of, stats_of, until

@@ -64,7 +64,7 @@ async def test_an_executor_joins_processes_and_leaves(memory_app: App, pings: St
     assert await coordination.members() == {}, "left the membership"
     owners = await coordination.lock_owners([p.id for p in pings.partitions])
     assert set(owners.values()) == {None}, "released every lock"
-    backlog = await memory_app.transport.backlog([p.id for p in pings.partitions], "proc")
+    backlog = await memory_app.store.admin().backlog([p.id for p in pings.partitions], "proc")
     assert all(pending == 0 for _, pending in backlog.values()), "all acknowledged"
 
 

@@ -11,8 +11,8 @@ import pytest
 from runnel import App
 from runnel.processing.fetcher import Fetcher
 from runnel.processing.inbox import Inbox
+from runnel.store.log import NEW, PENDING, PartitionId
 from runnel.stream import Stream
-from runnel.transport import NEW, PENDING, PartitionId
 from runnel.types import Event
 
 from .conftest import OUTAGE, Log, processor_of, stats_of, until

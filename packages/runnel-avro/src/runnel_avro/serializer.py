@@ -22,7 +22,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 from runnel.exceptions import DecodeError, Misconfigured, SchemaIncompatible
 from runnel.interfaces import Compressor, Serializer
 from runnel.record import Record
-from runnel.schemas import SchemaStore
+from runnel.store.schemas import SchemaStore
 from runnel_avro.compatibility import Compatibility, DamagedSchema, problems
 from runnel_avro.schema import _enum_symbols, derive, unwritten
 

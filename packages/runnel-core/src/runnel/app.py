@@ -18,6 +18,7 @@ from runnel.codecs.resolve import resolve_serializer
 from runnel.exceptions import Misconfigured
 from runnel.hashing import resolve_hasher
 from runnel.interfaces import Middleware, Serializer
+from runnel.jobs.batching import EnqueueBatches
 from runnel.jobs.clock import Clock, SystemClock
 from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
 from runnel.jobs.portal import Portal
@@ -26,13 +27,13 @@ from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor, Processors, option_settings
 from runnel.record import Record
 from runnel.settings import Settings, zone_of
+from runnel.store.backend import Backend, backend_for
 from runnel.stream import Stream
-from runnel.transport import Transport, transport_for
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
-    from runnel.jobs.store import JobStore
     from runnel.processing.events import Events
+    from runnel.store.jobs import JobStore
 
 log = logging.getLogger("runnel.app")
 
@@ -55,11 +56,12 @@ class _JobDecorator(Protocol):
 
 @dataclass
 class _Connections:
-    """What an app uses in one event loop: its transport, and its job store (made on
-    first use, over the transport's connections)."""
+    """What an app uses in one event loop: its store, and its job store and enqueue
+    batches (made on first use, over the store's connections)."""
 
-    transport: Transport
+    store: Backend
     job_store: JobStore | None = None
+    enqueuer: EnqueueBatches | None = None
     holders: int = 0  # workers running on these connections (see App.connected)
 
 
@@ -121,35 +123,54 @@ class App:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # outside any loop: only for what needs no connection
             if self._loopless is None:
-                self._loopless = _Connections(self._new_transport())
+                self._loopless = _Connections(self._new_store())
             return self._loopless
         found = self._connections.get(loop)
         if found is None:
-            found = self._connections[loop] = _Connections(self._new_transport())
+            found = self._connections[loop] = _Connections(self._new_store())
         return found
 
-    def _new_transport(self) -> Transport:
-        return transport_for(self.settings.redis_url, self.settings)
+    def _new_store(self) -> Backend:
+        return backend_for(self.settings.redis_url, self.settings)
 
     @property
-    def transport(self) -> Transport:
-        """The store of this app's streams, for this event loop."""
-        return self._here().transport
+    def store(self) -> Backend:
+        """The store of this app (its streams, coordination, job queue), for this event
+        loop: each of its roles is an object of its own (:mod:`runnel.store`)."""
+        return self._here().store
+
+    @property
+    def transport(self) -> Backend:
+        """runnel 0.2.0.dev's name for :attr:`store`."""
+        return self.store
 
     @property
     def redis(self) -> Any:
         """An asyncio Redis client (``redis.asyncio.Redis``) for the app's URL, for the
         app's own commands, as in runnel 0.1; one per event loop, closed by :meth:`aclose`.
         Redis stores only: another store raises :class:`Misconfigured`."""
-        return self.transport.client()
+        client = self.store.client()
+        if client is None:
+            raise Misconfigured(
+                f"{type(self.store).__name__} has no client for an app's own commands"
+            )
+        return client
 
     @property
     def job_store(self) -> JobStore:
         """The store of this app's job queue, for this event loop."""
         here = self._here()
         if here.job_store is None:
-            here.job_store = here.transport.job_store(self.name)
+            here.job_store = here.store.job_store(self.name)
         return here.job_store
+
+    @property
+    def enqueuer(self) -> EnqueueBatches:
+        """Enqueues jobs for this event loop, coalescing concurrent ``delay()`` calls."""
+        here = self._here()
+        if here.enqueuer is None:
+            here.enqueuer = EnqueueBatches(self.job_store)
+        return here.enqueuer
 
     @contextlib.asynccontextmanager
     async def connected(self) -> AsyncIterator[None]:
@@ -170,7 +191,7 @@ class App:
         """Close this event loop's connections."""
         here = self._connections.pop(asyncio.get_running_loop(), None)
         if here is not None:
-            await here.transport.aclose()
+            await here.store.aclose()
 
     @property
     def portal(self) -> Portal:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 from runnel.exceptions import PartitionFull
-from runnel.transport import Fields, PartitionId
+from runnel.store.log import Fields, PartitionId
 
 log = logging.getLogger("runnel.send")
 

@@ -1,192 +1,32 @@
-"""What executors of one processor share through the transport, and how they stay safe.
+"""Deprecated: moved to :mod:`runnel.store.coordination` (the store interface by role, see
+docs/plugins.md). Importing from here works for one release, with a warning."""
 
-The transport provides a :class:`Coordination` per processor (membership, control
-messages, partition locks, heartbeats) and a :class:`Leadership` per app. Reads and
-acknowledgements through a coordination are *fenced*: they happen only on partitions
-whose lock the caller holds, checked atomically in the store, so an executor that lost a
-lock (paused too long, cut off from its store) can neither take new events from that
-partition nor acknowledge anything on it.
+import warnings
 
-Partitions are named by :class:`~runnel.transport.PartitionId` here as in the transport;
-a coordination serves one stream, so it is given only that stream's partitions.
-"""
+from runnel.store.coordination import (
+    Coordination,
+    Leadership,
+    Member,
+    Members,
+    Quarantine,
+    ReadResult,
+    members_from_json,
+    members_to_json,
+)
 
-from __future__ import annotations
+__all__ = [
+    "Coordination",
+    "Leadership",
+    "Member",
+    "Members",
+    "Quarantine",
+    "ReadResult",
+    "members_from_json",
+    "members_to_json",
+]
 
-import abc
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
-from runnel.exceptions import Misconfigured
-from runnel.transport import Entry, PartitionId, Position
-
-
-@dataclass
-class Member:
-    """One executor's record in a processor's membership.
-
-    Stored as JSON ``{"partitions", "host", "pid", "worker", ...}``; fields this version
-    does not know (written by another one) are kept in ``extra`` and written back.
-    """
-
-    partitions: list[int] = field(default_factory=list)
-    host: str | None = None
-    pid: int | None = None
-    worker: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        known = {"host": self.host, "pid": self.pid, "worker": self.worker}
-        return {
-            **self.extra,
-            **{k: v for k, v in known.items() if v is not None},
-            "partitions": list(self.partitions),
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> Member:
-        if not isinstance(data, dict):
-            return cls()
-        extra = {k: v for k, v in data.items() if k not in _MEMBER_FIELDS}
-        partitions = data.get("partitions")
-        return cls(
-            partitions=[int(p) for p in partitions] if isinstance(partitions, list) else [],
-            host=data.get("host"),
-            pid=data.get("pid"),
-            worker=data.get("worker"),
-            extra=extra,
-        )
-
-
-_MEMBER_FIELDS = frozenset({"partitions", "host", "pid", "worker"})
-
-Members = dict[str, Member]
-"""executor id -> its record"""
-
-
-def members_to_json(members: Members) -> dict[str, Any]:
-    return {k: m.to_json() for k, m in members.items()}
-
-
-def members_from_json(data: Any) -> Members:
-    """The membership from its stored JSON (anything else: nobody)."""
-    if not isinstance(data, dict):
-        return {}
-    return {str(k): Member.from_json(v) for k, v in data.items()}
-
-
-@dataclass
-class Quarantine:
-    """Why a partition stopped: the event it stopped on, the error, and when (epoch s)."""
-
-    id: str | None
-    error: str
-    since: float
-
-
-@dataclass
-class ReadResult:
-    entries: list[tuple[PartitionId, list[Entry]]] = field(default_factory=list)
-    lost: list[PartitionId] = field(default_factory=list)
-    """Partitions whose lock the reader no longer holds (nothing was read from them)."""
-
-
-class Coordination(abc.ABC):
-    """Shared state of the executors of one processor."""
-
-    @abc.abstractmethod
-    async def members(self) -> Members:
-        """The current membership (executor id -> its record)."""
-
-    @abc.abstractmethod
-    async def change_members(
-        self, change: Callable[[Members], Members], reason: str, executor: str
-    ) -> Members:
-        """Under the admin lock: read the membership, apply ``change``, write it back and
-        announce ``reason`` on the control stream. Returns the new membership."""
-
-    @abc.abstractmethod
-    async def announce(self, reason: str, executor: str) -> None:
-        """Add a message to the control stream."""
-
-    @abc.abstractmethod
-    async def control_tail(self) -> bytes:
-        """A cursor after the newest control message (where a new listener starts);
-        opaque: only given back to :meth:`control`."""
-
-    @abc.abstractmethod
-    async def control(self, after: bytes, block_ms: int) -> tuple[bytes, list[dict[str, str]]]:
-        """Control messages after the cursor ``after`` (blocking up to ``block_ms``), and
-        the new cursor."""
-
-    @abc.abstractmethod
-    async def acquire(
-        self, owner: str, partitions: Sequence[PartitionId], ttl_ms: int
-    ) -> set[PartitionId]:
-        """Take the locks that are free (or already ours); return the partitions now ours."""
-
-    @abc.abstractmethod
-    async def release(self, owner: str, partitions: Sequence[PartitionId]) -> None:
-        """Give back locks we hold (others' are left alone)."""
-
-    @abc.abstractmethod
-    async def beat(
-        self, owner: str, partitions: Sequence[PartitionId], ttl_ms: int
-    ) -> set[PartitionId]:
-        """Refresh our heartbeat and extend our locks; return the partitions still ours."""
-
-    @abc.abstractmethod
-    async def alive(self, executors: Sequence[str]) -> set[str]:
-        """Which of these executors have an unexpired heartbeat."""
-
-    @abc.abstractmethod
-    async def lock_owners(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, str | None]:
-        """Who holds each partition lock (for status)."""
-
-    @abc.abstractmethod
-    async def read(
-        self, owner: str, consumer: str, positions: Mapping[PartitionId, Position], count: int
-    ) -> ReadResult:
-        """Read up to ``count`` entries per partition from each position (see
-        :class:`~runnel.transport.Position`), as ``consumer`` of the processor's group,
-        without blocking, only from partitions whose lock ``owner`` holds."""
-
-    @abc.abstractmethod
-    async def ack(
-        self, owner: str, ids: Mapping[PartitionId, Sequence[bytes]]
-    ) -> list[PartitionId]:
-        """Acknowledge on partitions we hold; return those we no longer hold (not acked)."""
-
-    # Quarantined partitions (ExceptionPolicy.QUARANTINE), kept where the CLI can see them.
-
-    async def quarantine(self, partition: PartitionId, entry_id: str | None, error: str) -> None:
-        """Record that ``partition`` stopped on the event ``entry_id`` (and why)."""
-        raise Misconfigured(f"{type(self).__name__} cannot record quarantines")
-
-    async def quarantined(self) -> dict[PartitionId, Quarantine]:
-        """The quarantined partitions of this processor."""
-        raise Misconfigured(f"{type(self).__name__} cannot record quarantines")
-
-    async def lift(
-        self, partitions: Sequence[PartitionId] | None, executor: str
-    ) -> list[PartitionId]:
-        """Lift the quarantine of ``partitions`` (all when None) and announce ``resume`` on
-        the control stream, so their owners start them again; return those lifted."""
-        raise Misconfigured(f"{type(self).__name__} cannot record quarantines")
-
-
-class Leadership(abc.ABC):
-    """One leader per app, elected by an expiring key."""
-
-    @abc.abstractmethod
-    async def claim(self, candidate: str, ttl_ms: int) -> bool:
-        """Become (or stay) leader if nobody else is; True if ``candidate`` leads now."""
-
-    @abc.abstractmethod
-    async def resign(self, candidate: str) -> None:
-        """Stop leading (only if ``candidate`` leads)."""
-
-    @abc.abstractmethod
-    async def leader(self) -> str | None:
-        """Who leads now, if anyone."""
+warnings.warn(
+    "runnel.coordination moved to runnel.store.coordination; import from there",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from runnel.record import Record
-    from runnel.schemas import SchemaStore
+    from runnel.store.schemas import SchemaStore
 
 
 class Compressor:

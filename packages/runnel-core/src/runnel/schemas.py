@@ -1,30 +1,17 @@
-"""Where serializers with schemas (Avro) keep the writer schemas of a stream.
+"""Deprecated: moved to :mod:`runnel.store.schemas` (the store interface by role, see
+docs/plugins.md). Importing from here works for one release, with a warning."""
 
-Each entry carries only a short reference (a fingerprint) to the schema it was written
-with; the schema itself is stored once per stream, so any reader can resolve it later.
-A transport provides the store (:meth:`runnel.transport.Transport.schema_store`).
-"""
+import warnings
 
-from __future__ import annotations
+from runnel.store.schemas import (
+    Check,
+    SchemaStore,
+)
 
-import abc
-from collections.abc import Callable, Mapping
+__all__ = ["Check", "SchemaStore"]
 
-Check = Callable[[Mapping[str, str]], None]
-"""Called with the stored schemas before one is added; raises to refuse the addition."""
-
-
-class SchemaStore(abc.ABC):
-    """The writer schemas of one stream, by fingerprint."""
-
-    @abc.abstractmethod
-    async def all(self) -> dict[str, str]:
-        """Every stored schema: fingerprint -> schema text."""
-
-    @abc.abstractmethod
-    async def add(self, fingerprint: str, schema: str, check: Check) -> dict[str, str]:
-        """Store ``schema`` unless ``check(stored)`` raises; return what is stored then.
-
-        ``check`` and the addition are atomic with respect to other writers: two producers
-        adding incompatible schemas at once cannot both succeed.
-        """
+warnings.warn(
+    "runnel.schemas moved to runnel.store.schemas; import from there",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -18,8 +18,8 @@ from runnel.exceptions import (
 )
 from runnel.interfaces import Serializer
 from runnel.record import Record
-from runnel.transport import Fields as EntryFields
-from runnel.transport import PartitionId
+from runnel.store.log import Fields as EntryFields
+from runnel.store.log import PartitionId
 from runnel.types import Event, Fields, Partition
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class Stream:
     @property
     def partitions(self) -> list[Partition]:
         if self._partitions is None:
-            key_of = self.app.transport.partition_key
+            key_of = self.app.store.log.partition_key
             ids = [PartitionId(self.app.name, self.name, n) for n in range(self.partition_count)]
             self._partitions = [Partition(self, p.number, p, key_of(p)) for p in ids]
         return self._partitions
@@ -141,7 +141,7 @@ class Stream:
 
     def partition_key(self, i: int) -> str:
         """The store key of partition ``i`` (0.1's name; new code uses ``partitions[i].key``)."""
-        return self.app.transport.partition_key(PartitionId(self.app.name, self.name, i))
+        return self.app.store.log.partition_key(PartitionId(self.app.name, self.name, i))
 
     def all_partition_keys(self) -> list[str]:
         return [p.key for p in self.partitions]
@@ -246,7 +246,7 @@ class Stream:
         if not self.has_schemas or writing in self._prepared:
             return
         assert self.serializer is not None
-        store = self.app.transport.schema_store(self.app.name, self.name)
+        store = self.app.store.schema_store(self.app.name, self.name)
         try:
             await self.serializer.prepare(store, writing=writing)
         except SchemaIncompatible as exc:
@@ -271,7 +271,7 @@ class Stream:
             except Exception:  # serializer code; decoding reports it under the policy
                 continue  # decoding will fail and say why, under the exception policy
             if unknown:
-                store = self.app.transport.schema_store(self.app.name, self.name)
+                store = self.app.store.schema_store(self.app.name, self.name)
                 await serializer.refresh(store)
                 return
 
@@ -327,9 +327,9 @@ class Stream:
         oldest entries are dropped and counted as lost (docs/guide.md)."""
         drop = self.on_full == "drop_oldest"
         maxlen = self.partition_size
-        transport = self.app.transport
+        log = self.app.store.log
         try:
-            return await transport.append(entries, maxlen=maxlen, ids=ids, drop_oldest=drop)
+            return await log.append(entries, maxlen=maxlen, ids=ids, drop_oldest=drop)
         except PartitionFull as refused:
             if (error := too_big(entries, maxlen)) is not None:
                 raise error from None
@@ -337,7 +337,7 @@ class Stream:
             def again(
                 some: Sequence[tuple[PartitionId, EntryFields]], at: Sequence[str] | None
             ) -> Awaitable[list[bytes]]:
-                return transport.append(some, maxlen=maxlen, ids=at, drop_oldest=drop)
+                return log.append(some, maxlen=maxlen, ids=at, drop_oldest=drop)
 
             timeout = self.app.settings.full_timeout
             return await wait_for_room(again, entries, ids, refused, timeout)

@@ -50,11 +50,12 @@ from runnel.memory.server import forget as forget_store
 from runnel.processing.worker import Worker
 from runnel.processor import Processor
 from runnel.record import Record
-from runnel.transport import PartitionId
+from runnel.store.backend import admin_of
+from runnel.store.log import PartitionId
 
 if TYPE_CHECKING:
     from runnel.app import App
-    from runnel.jobs.store import JobStore
+    from runnel.store.jobs import JobStore
     from runnel.stream import Stream
 
 __all__ = [
@@ -315,17 +316,18 @@ class TestRun:
 
     async def _all_processed(self) -> str:
         """Empty if everything is acknowledged, else what is still outstanding."""
-        transport = self.app.transport
+        store = self.app.store
+        admin = admin_of(store)
         running = {n for r in self._running if not r.task.done() for n in r.names}
         for name in sorted(running):
             processor = self.processors[name]
             stream = processor.stream
             ids = [p.id for p in stream.partitions]
-            backlog = await transport.backlog(ids, processor.name)
+            backlog = await admin.backlog(ids, processor.name)
             waiting = {k: v for k, v in backlog.items() if v != (0, 0)}
             if not waiting:
                 continue
-            coordination = transport.coordination(self.app.name, stream.name, processor.name)
+            coordination = store.coordination(self.app.name, stream.name, processor.name)
             quarantined = await coordination.quarantined()
             left = {k: v for k, v in waiting.items() if k not in quarantined}
             if left:
@@ -362,15 +364,16 @@ class TestRun:
         ignored)."""
         found = self._processor(processor)
         name, stream = found.name, found.stream
-        transport = self.app.transport
+        store = self.app.store
+        admin = admin_of(store)
         ids = [p.id for p in stream.partitions]
-        delivered = await transport.last_delivered(ids, name)
+        delivered = await store.log.last_delivered(ids, name)
         out: list[Record] = []
         for pid in ids:
             last = delivered.get(pid)
             if last is None:
                 continue
-            first_pending = await transport.first_pending(pid, name)
+            first_pending = await admin.first_pending(pid, name)
             for xid, record in await self._entries(stream, [pid]):
                 if _id(xid) > _id(last) or (
                     first_pending is not None and _id(xid) >= _id(first_pending)
@@ -382,12 +385,13 @@ class TestRun:
     async def _entries(
         self, stream: Stream, ids: Sequence[PartitionId] | None = None
     ) -> list[tuple[bytes, Record]]:
-        transport = self.app.transport
+        store = self.app.store
+        admin = admin_of(store)
         out = []
         for pid in ids if ids is not None else [p.id for p in stream.partitions]:
             after: bytes | None = None
             while True:
-                page = await transport.scan(pid, after, 500)
+                page = await admin.scan(pid, after, 500)
                 out += [(xid, stream.decode(fields)) for xid, fields in page]
                 if len(page) < 500:
                     break

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from runnel.record import Record
+    from runnel.store.log import PartitionId
     from runnel.stream import Stream
-    from runnel.transport import PartitionId
 
 Fields = dict[bytes, bytes]
 

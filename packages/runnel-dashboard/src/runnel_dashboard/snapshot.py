@@ -11,6 +11,7 @@ from runnel.app import App
 from runnel.cli.jobs import jobs_report
 from runnel.cli.status import status_report
 from runnel.exceptions import Misconfigured
+from runnel.store.backend import admin_of
 
 DEAD_SHOWN = 200
 """The page lists at most this many dead letters (the oldest); the count says how many."""
@@ -69,6 +70,6 @@ async def _length(app: App, processor: str) -> int | None:
     store cannot tell)."""
     keys = [p.id for p in app.processors[processor].stream.partitions]
     try:
-        return sum((await app.transport.lengths(keys)).values())
+        return sum((await admin_of(app.store).lengths(keys)).values())
     except Misconfigured:
         return None

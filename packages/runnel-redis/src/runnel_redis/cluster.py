@@ -22,12 +22,12 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from runnel.coordination import ReadResult
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
-from runnel.synclog import SyncLog
+from runnel.store.coordination import ReadResult
+from runnel.store.log import Fields, PartitionId, Position
+from runnel.store.synclog import SyncLog
 from runnel.text import runs
-from runnel.transport import Fields, PartitionId, Position
 from runnel_redis import scripts
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.coordination import (

@@ -22,8 +22,8 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from runnel.synclog import Entries, Extent, PartlyAppended, next_id
-from runnel.transport import Fields, PartitionId
+from runnel.store.log import Fields, PartitionId
+from runnel.store.synclog import Entries, Extent, PartlyAppended, next_id
 from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster

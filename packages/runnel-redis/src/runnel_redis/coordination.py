@@ -13,7 +13,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from runnel.coordination import (
+from runnel.exceptions import StoreFull
+from runnel.processing.retry import reraise_if_cancelled
+from runnel.store.coordination import (
     Coordination,
     Leadership,
     Members,
@@ -22,9 +24,7 @@ from runnel.coordination import (
     members_from_json,
     members_to_json,
 )
-from runnel.exceptions import StoreFull
-from runnel.processing.retry import reraise_if_cancelled
-from runnel.transport import PartitionId, Position
+from runnel.store.log import PartitionId, Position
 from runnel_redis import resp, scripts
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded

@@ -35,7 +35,7 @@ from runnel.jobs.model import (
     Outcome,
     QueueCounts,
 )
-from runnel.jobs.store import JobStore
+from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded

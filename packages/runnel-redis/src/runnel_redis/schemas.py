@@ -7,7 +7,7 @@ from typing import cast
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
-from runnel.schemas import Check, SchemaStore
+from runnel.store.schemas import Check, SchemaStore
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
 

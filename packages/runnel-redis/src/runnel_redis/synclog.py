@@ -16,8 +16,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
 
-from runnel.synclog import Entries, Extent, LogError, LogFull, SyncLog, next_id
-from runnel.transport import Fields, PartitionId
+from runnel.store.log import Fields, PartitionId
+from runnel.store.synclog import Entries, Extent, LogError, LogFull, SyncLog, next_id
 from runnel.urls import redact
 from runnel_redis import resp, scripts
 from runnel_redis.layout import Classic, KeyLayout, layout_for

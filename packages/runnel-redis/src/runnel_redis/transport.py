@@ -11,8 +11,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
 from runnel.exceptions import EntryIdError, NotReplicated, PartitionFull
-from runnel.synclog import SyncLog
-from runnel.transport import Fields, PartitionId, Transport
+from runnel.store.backend import Backend
+from runnel.store.log import Fields, Log, LogAdmin, PartitionId
+from runnel.store.synclog import SyncLog
 from runnel.urls import redact
 from runnel_redis import errors, pool, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
@@ -29,8 +30,9 @@ _START = b"0-0"  # Redis's id before every entry
 
 
 @guarded
-class RedisTransport(Transport):
-    """Partitions are Redis streams; consumer groups are named after processors."""
+class RedisTransport(Backend, Log, LogAdmin):
+    """Partitions are Redis streams; consumer groups are named after processors. One
+    object plays the log and admin roles and makes the others over the same client."""
 
     def __init__(
         self,
@@ -54,6 +56,10 @@ class RedisTransport(Transport):
         self._append: resp.Script | None = None
         self._append_at: resp.Script | None = None
         self.redis = self._connect(client_options)
+        self.log = self
+
+    def admin(self) -> LogAdmin:
+        return self
 
     def _checked_layout(self, layout: KeyLayout | None) -> KeyLayout:
         return layout or Classic()

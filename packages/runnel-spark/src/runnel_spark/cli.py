@@ -18,6 +18,7 @@ import click
 
 from runnel.cli.common import load, load_plugins, plugin_option, run
 from runnel.exceptions import AccessDenied, Misconfigured
+from runnel.store.backend import admin_of
 from runnel.stream import Stream
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def _check_store(stream: Stream) -> None:
 
     async def look() -> None:
         try:
-            await stream.app.transport.lengths([p.id for p in stream.partitions])
+            await admin_of(stream.app.store).lengths([p.id for p in stream.partitions])
         except AccessDenied as exc:
             if exc.command == "AUTH":
                 raise

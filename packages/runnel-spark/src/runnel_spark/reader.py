@@ -23,9 +23,9 @@ from pyspark.sql.types import StructType
 
 from runnel.exceptions import DecodeError, Misconfigured
 from runnel.record import Record
+from runnel.store.log import PartitionId
+from runnel.store.synclog import Entries, next_id
 from runnel.stream import DATA, Stream
-from runnel.synclog import Entries, next_id
-from runnel.transport import PartitionId
 from runnel_spark import ranges
 from runnel_spark.columnar import ChunkDecoder, chunk_decoder
 from runnel_spark.schema import ID, PARTITION, TIMESTAMP, derive

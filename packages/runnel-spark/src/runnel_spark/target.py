@@ -17,10 +17,11 @@ from typing import Any
 from runnel.app import App
 from runnel.exceptions import Misconfigured, SchemaIncompatible
 from runnel.imports import import_object
-from runnel.schemas import Check, SchemaStore
+from runnel.store.backend import backend_for
+from runnel.store.log import PartitionId
+from runnel.store.schemas import Check, SchemaStore
+from runnel.store.synclog import SyncLog
 from runnel.stream import Stream
-from runnel.synclog import SyncLog
-from runnel.transport import PartitionId, transport_for
 
 _streams: dict[tuple[str, str | None], Stream] = {}
 _logs: dict[str, SyncLog] = {}
@@ -112,9 +113,15 @@ class Target:
         serializer = stream.serializer
 
         async def run() -> None:
-            transport = transport_for(self.url, stream.app.settings)
+            transport = backend_for(self.url, stream.app.settings)
             try:
-                self.log = transport.sync_log()
+                log = transport.sync_log()
+                if log is None:
+                    raise Misconfigured(
+                        f"{type(transport).__name__} offers no synchronous access to its logs, "
+                        "which runnel-spark needs"
+                    )
+                self.log = log
                 if serializer is not None and stream.has_schemas:
                     store = transport.schema_store(stream.app.name, stream.name)
                     await serializer.prepare(store, writing=writing)
@@ -166,7 +173,7 @@ class Target:
         log = self.sync_log()
 
         async def run() -> bool:
-            transport = transport_for(log.url, stream.app.settings)
+            transport = backend_for(log.url, stream.app.settings)
             try:
                 store = transport.schema_store(stream.app.name, stream.name)
                 stored = await store.all()

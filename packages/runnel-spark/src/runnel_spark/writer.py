@@ -37,8 +37,8 @@ from pyspark.sql.types import StructType
 
 from runnel.cli.common import describe, shown_plain
 from runnel.exceptions import Misconfigured, RunnelError
+from runnel.store.synclog import LogError, LogFull, PartlyAppended, SyncLog
 from runnel.stream import Stream
-from runnel.synclog import LogError, LogFull, PartlyAppended, SyncLog
 from runnel_spark.schema import into_record
 from runnel_spark.target import Target
 

@@ -155,7 +155,7 @@ def run(coro: Coroutine[Any, Any, T], app: App) -> T:
     Refused on a store that lives inside one process (``memory://``): this process
     would see an empty store of its own, not the workers'."""
     try:
-        shared = app.transport.shared
+        shared = app.store.shared
     except Exception as exc:
         coro.close()
         raise one_line(failure(app, exc), exc) from None

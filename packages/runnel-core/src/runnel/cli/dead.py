@@ -17,8 +17,9 @@ import click
 
 from runnel.cli.common import load, load_plugins, plugin_option, run, yes_option
 from runnel.exceptions import RunnelError
+from runnel.store.backend import admin_of
+from runnel.store.log import PartitionId
 from runnel.stream import DATA, Stream
-from runnel.transport import PartitionId
 from runnel.types import Partition
 
 PAGE = 500
@@ -108,11 +109,11 @@ def _select(
 
 
 async def _letters(selection: Selection) -> list[DeadLetter]:
-    transport = selection.stream.app.transport
+    admin = admin_of(selection.stream.app.store)
     found: list[DeadLetter] = []
     after: bytes | None = None
     while True:
-        page = await transport.scan(selection.sink, after, PAGE)
+        page = await admin.scan(selection.sink, after, PAGE)
         for sink_id, fields in page:
             letter = _parse(selection.stream, sink_id, fields)
             if selection.keeps(letter):
@@ -205,12 +206,12 @@ def replay(
                 f"{len(lost)} dead letters name no partition of {stream.name} "
                 f"(first {lost[0].id.decode()}); nothing replayed"
             )
-        transport = stream.app.transport
+        admin = admin_of(stream.app.store)
         for start in range(0, len(letters), PAGE):
             chunk = letters[start : start + PAGE]
             entries = [(x.partition.id, x.fields) for x in chunk if x.partition is not None]
             await stream.append(entries)
-            await transport.remove(selection.sink, [x.id for x in chunk])
+            await admin.remove(selection.sink, [x.id for x in chunk])
         return len(letters)
 
     count = run(replay_all(), stream.app)
@@ -246,7 +247,7 @@ def purge(
         ids = [x.id for x in letters]
         return sum(
             [
-                await stream.app.transport.remove(selection.sink, ids[i : i + PAGE])
+                await admin_of(stream.app.store).remove(selection.sink, ids[i : i + PAGE])
                 for i in range(0, len(ids), PAGE)
             ]
         )

@@ -233,7 +233,7 @@ def send(
     app = job.app
 
     async def enqueue() -> tuple[bool, Any]:
-        added = await app.job_store.submit(new)
+        added = await app.enqueuer.submit(new)
         if wait is None:
             return added, None
         click.echo(new.id)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from runnel.cli.common import load, load_plugins, plugin_option, run
-from runnel.coordination import Coordination
 from runnel.exceptions import RunnelError
 from runnel.processor import Processor
-from runnel.transport import PartitionId
+from runnel.store.backend import admin_of
+from runnel.store.coordination import Coordination
+from runnel.store.log import PartitionId
 
 CLI_ID = "cli"
 """Who the control messages sent by these commands come from."""
@@ -20,7 +21,7 @@ def processor() -> None:
 
 
 def _coordination(proc: Processor) -> Coordination:
-    return proc.app.transport.coordination(proc.app.name, proc.stream.name, proc.name)
+    return proc.app.store.coordination(proc.app.name, proc.stream.name, proc.name)
 
 
 @processor.command()
@@ -60,7 +61,7 @@ def reset(target: str, start: str, force: bool, plugins: tuple[str, ...]) -> Non
                     f"workers of {proc.name} are running: {where}; stop them first "
                     "(or give --force)"
                 )
-        await proc.app.transport.reset_group(keys, proc.name, start)
+        await admin_of(proc.app.store).reset_group(keys, proc.name, start)
         await coordination.lift(None, CLI_ID)
 
     run(reset_all(), proc.app)
@@ -91,8 +92,8 @@ def skip(target: str, number: int, xid: str, plugins: tuple[str, ...]) -> None:
     key = proc.stream.partitions[number].id
 
     async def skip_one() -> None:
-        transport = proc.app.transport
-        first = await transport.first_pending(key, proc.name)
+        admin = admin_of(proc.app.store)
+        first = await admin.first_pending(key, proc.name)
         if first is None:
             raise RunnelError(f"partition {number} of {proc.name} has no pending event")
         if first.decode() != xid:
@@ -100,7 +101,7 @@ def skip(target: str, number: int, xid: str, plugins: tuple[str, ...]) -> None:
                 f"{xid} is not the first pending event of partition {number} of "
                 f"{proc.name} (that is {first.decode()}); nothing skipped"
             )
-        await transport.ack(key, proc.name, [first])
+        await admin.ack(key, proc.name, [first])
         await _coordination(proc).lift([key], CLI_ID)
 
     run(skip_one(), proc.app)

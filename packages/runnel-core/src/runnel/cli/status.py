@@ -9,10 +9,11 @@ import click
 
 from runnel.app import App
 from runnel.cli.common import load, load_plugins, plugin_option, run
-from runnel.coordination import Quarantine
 from runnel.exceptions import Misconfigured
+from runnel.store.backend import admin_of
+from runnel.store.coordination import Quarantine
+from runnel.store.log import PartitionId
 from runnel.stream import Stream
-from runnel.transport import PartitionId
 
 
 @click.command()
@@ -76,23 +77,24 @@ def _state(owner: str | None, quarantine: Quarantine | None) -> str:
 
 
 async def _gather(app: App) -> dict[str, Any]:
-    transport = app.transport
+    store = app.store
+    admin = admin_of(store)
     report: dict[str, Any] = {
         "app": app.name,
-        "leader": await transport.leadership(app.name).leader(),
-        "key_layout": transport.key_layout,
+        "leader": await store.leadership(app.name).leader(),
+        "key_layout": store.key_layout,
         "processors": [],
         "streams": [],
     }
     for proc in app.processors.values():
         stream = proc.stream
-        coord = transport.coordination(app.name, stream.name, proc.name)
+        coord = store.coordination(app.name, stream.name, proc.name)
         members = await coord.members()
         alive = await coord.alive(list(members))
         keys = [p.id for p in stream.partitions]
         owners = await coord.lock_owners(keys)
-        backlog = await transport.backlog(keys, proc.name)
-        lost = await transport.lost(keys, proc.name)
+        backlog = await admin.backlog(keys, proc.name)
+        lost = await store.log.lost(keys, proc.name)
         quarantined = await coord.quarantined()
         report["processors"].append(
             {
@@ -134,7 +136,7 @@ async def _unread(app: App, stream: Stream) -> dict[str, Any]:
     there, less any trimming), the one number that shows whether a send went in."""
     keys = [p.id for p in stream.partitions]
     try:
-        lengths: dict[PartitionId, int | None] = dict(await app.transport.lengths(keys))
+        lengths: dict[PartitionId, int | None] = dict(await admin_of(app.store).lengths(keys))
     except Misconfigured:  # a store that cannot count
         lengths = dict.fromkeys(keys)
     return {

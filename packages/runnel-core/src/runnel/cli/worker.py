@@ -148,7 +148,7 @@ def worker(
 
 def _shared(app: App) -> bool:
     try:
-        return app.transport.shared
+        return app.store.shared
     except RunnelError as exc:
         raise click.ClickException(failure(app, exc)) from None
 

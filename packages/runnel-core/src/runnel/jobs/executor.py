@@ -56,7 +56,7 @@ from runnel.processing.retry import (
 if TYPE_CHECKING:
     from runnel.jobs.clock import Clock
     from runnel.jobs.function import JobFunction
-    from runnel.jobs.store import JobStore
+    from runnel.store.jobs import JobStore
 
 log = logging.getLogger("runnel.jobs")
 

@@ -73,7 +73,7 @@ class JobFunction(Generic[P, R]):
         function's signature first (:class:`runnel.jobs.InvalidArguments`).
         """
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
-        enqueued = await self.app.job_store.submit(new)
+        enqueued = await self.app.enqueuer.submit(new)
         if enqueued:
             stats.enqueued[self.app.name, self.name] += 1
         return JobResult(self.app, new.id, self, enqueued)
@@ -88,7 +88,7 @@ class JobFunction(Generic[P, R]):
     ) -> SyncJobResult[R]:
         """:meth:`delay` for synchronous code (no event loop needed); blocks until stored."""
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
-        enqueued = self.app.portal.call(lambda: self.app.job_store.submit(new))
+        enqueued = self.app.portal.call(lambda: self.app.enqueuer.submit(new))
         if enqueued:
             stats.enqueued[self.app.name, self.name] += 1
         return JobResult(self.app, new.id, self, enqueued).sync()

@@ -11,7 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from runnel.coordination import (
+from runnel.memory.logs import (
+    ZERO,
+    Group,
+    Id,
+    NoGroup,
+    PartitionLog,
+    ack,
+    parse_id,
+    show_id,
+    wall_ms,
+)
+from runnel.memory.server import MemoryServer
+from runnel.store.coordination import (
     Coordination,
     Leadership,
     Members,
@@ -20,9 +32,7 @@ from runnel.coordination import (
     members_from_json,
     members_to_json,
 )
-from runnel.memory.logs import ZERO, Group, Id, Log, NoGroup, ack, parse_id, show_id, wall_ms
-from runnel.memory.server import MemoryServer
-from runnel.transport import Entry, PartitionId, Position
+from runnel.store.log import Entry, PartitionId, Position
 
 CONTROL_MAXLEN = 1000
 CONTROL_COUNT = 100
@@ -154,7 +164,7 @@ class MemoryCoordination(Coordination):
                     result.entries.append((p, entries))
         return result
 
-    def _group(self, log: Log, partition: PartitionId) -> Group:
+    def _group(self, log: PartitionLog, partition: PartitionId) -> Group:
         group = log.groups.get(self.group)
         if group is None:
             raise NoGroup(f"no consumer group {self.group!r} on {self.stream}[{partition.number}]")
@@ -201,7 +211,7 @@ class MemoryCoordination(Coordination):
 
 
 def _read_one(
-    log: Log, group: Group, consumer: str, position: Position, count: int
+    log: PartitionLog, group: Group, consumer: str, position: Position, count: int
 ) -> list[Entry] | None:
     """As XREADGROUP: new entries (None when there are none), or the consumer's pending
     ones after the position (always a list, empty once they are drained)."""

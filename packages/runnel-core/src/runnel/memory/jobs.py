@@ -37,7 +37,7 @@ from runnel.jobs.model import (
     Outcome,
     QueueCounts,
 )
-from runnel.jobs.store import JobStore
+from runnel.store.jobs import JobStore
 
 __all__ = ["JobQueueState", "MemoryJobStore"]
 

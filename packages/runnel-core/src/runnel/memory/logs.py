@@ -40,7 +40,7 @@ class Group:
 
 
 @dataclass
-class Log:
+class PartitionLog:
     """One partition: entries in id order, and the groups reading it."""
 
     ids: list[Id] = field(default_factory=list)

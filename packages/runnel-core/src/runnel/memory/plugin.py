@@ -1,4 +1,4 @@
-"""Registers the ``memory://`` transport: built in, through the same hook as any other."""
+"""Registers the ``memory://`` store: built in, through the same hook as any other."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from runnel.plugins import hookimpl
 if TYPE_CHECKING:
     from runnel.plugins.hookspecs import RegisterTransport
     from runnel.settings import Settings
-    from runnel.transport import Transport
+    from runnel.store.backend import Backend
 
 
-def _memory(url: str, settings: Settings) -> Transport:
-    from runnel.memory.transport import MemoryTransport
+def _memory(url: str, settings: Settings) -> Backend:
+    from runnel.memory.backend import MemoryBackend
 
-    return MemoryTransport.from_url(url)
+    return MemoryBackend.from_url(url)
 
 
 @hookimpl

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runnel.memory.server import MemoryServer
-from runnel.schemas import Check, SchemaStore
+from runnel.store.schemas import Check, SchemaStore
 
 
 class MemorySchemaStore(SchemaStore):

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-from runnel.memory.logs import Id, Log
+from runnel.memory.logs import Id, PartitionLog
 
 T = TypeVar("T")
 log = logging.getLogger("runnel.memory")
@@ -32,7 +32,7 @@ class MemoryServer:
         self.name = name
         self.clock = clock
         self.lock = threading.Lock()
-        self.logs: dict[Hashable, Log] = {}
+        self.logs: dict[Hashable, PartitionLog] = {}
         self.values: dict[Hashable, Any] = {}
         """Plain values: membership, schemas, quarantines (key -> value)."""
         self.expiring: dict[Hashable, tuple[str, float]] = {}
@@ -62,10 +62,10 @@ class MemoryServer:
 
     # Logs (call with the lock held).
 
-    def log(self, key: Hashable) -> Log:
+    def log(self, key: Hashable) -> PartitionLog:
         found = self.logs.get(key)
         if found is None:
-            found = self.logs[key] = Log()
+            found = self.logs[key] = PartitionLog()
         return found
 
     # Waiting and waking.

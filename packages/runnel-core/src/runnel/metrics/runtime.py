@@ -177,8 +177,11 @@ class WorkerMetrics:
             return
         partitions = executor.processor.stream.partitions
         keys = {partitions[n].id: n for n in owned}
-        backlog = await executor.transport.backlog(list(keys), executor.group)
-        lost = await executor.transport.lost(list(keys), executor.group)
+        admin = executor.store.admin()
+        if admin is None:  # a store that cannot tell
+            return
+        backlog = await admin.backlog(list(keys), executor.group)
+        lost = await executor.store.log.lost(list(keys), executor.group)
         for key, (lag, pending) in backlog.items():
             where = (self.app, ps.name, ps.stream, str(keys[key]))
             if lag is not None:

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
 
     from runnel.interfaces import Compressor, Serializer
     from runnel.settings import Settings
-    from runnel.transport import Transport
+    from runnel.store.backend import Backend
 
 hookspec = pluggy.HookspecMarker("runnel")
 
-#: ``factory(url, settings)``: the transport for one URL.
-TransportFactory = Callable[[str, "Settings"], "Transport"]
+#: ``factory(url, settings)``: the store for one URL.
+TransportFactory = Callable[[str, "Settings"], "Backend"]
 #: ``factory()``: a compressor with its default settings.
 CompressorFactory = Callable[[], "Compressor"]
 
@@ -42,9 +42,9 @@ Register = Callable[[str, Callable[..., Any]], None]
 
 @hookspec
 def runnel_transports(register: RegisterTransport) -> None:
-    """Register transports: ``register(scheme, factory)``.
+    """Register stores: ``register(scheme, factory)``.
 
-    ``factory(url, settings)`` returns a :class:`runnel.transport.Transport` for URLs whose
+    ``factory(url, settings)`` returns a :class:`runnel.store.Backend` for URLs whose
     scheme is ``scheme`` (``redis``, ``rediss``, ``unix``, ...).
     """
 

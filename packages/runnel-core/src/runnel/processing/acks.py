@@ -24,7 +24,7 @@ from runnel.processing.retry import Backoff, outage, reraise_if_cancelled
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import PartitionStats
-    from runnel.transport import PartitionId
+    from runnel.store.log import PartitionId
 
 log = logging.getLogger("runnel.acks")
 

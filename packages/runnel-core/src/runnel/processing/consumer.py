@@ -19,7 +19,7 @@ from runnel.types import Event, ExceptionPolicy, Partition
 if TYPE_CHECKING:
     from runnel.processing.lease import Lease
     from runnel.processor import Processor
-    from runnel.transport import PartitionId
+    from runnel.store.log import PartitionId
 
 Halt = Callable[[BaseException], None]
 """Told that a processor failed under ``HALT``: the worker stops."""

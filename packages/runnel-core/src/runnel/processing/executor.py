@@ -35,7 +35,6 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from runnel.coordination import Member, Members
 from runnel.exceptions import AccessDenied, RunnelError, TransportError
 from runnel.processing.acks import Acknowledger, Acks
 from runnel.processing.consumer import Consumer
@@ -53,7 +52,8 @@ from runnel.processing.retry import (
 )
 from runnel.processing.runner import Runner
 from runnel.rebalance import assign
-from runnel.transport import PartitionId
+from runnel.store.coordination import Member, Members
+from runnel.store.log import PartitionId
 from runnel.types import Partition
 
 if TYPE_CHECKING:
@@ -79,8 +79,9 @@ class Executor:
         self.worker = worker
         self.processor = processor
         self.id = f"{uuid.uuid4().hex[:12]}"
-        self.transport = processor.app.transport
-        self.coordination = self.transport.coordination(
+        self.store = processor.app.store
+        self.log = self.store.log
+        self.coordination = self.store.coordination(
             processor.app.name, processor.stream.name, processor.name
         )
         self.group = processor.name
@@ -89,9 +90,7 @@ class Executor:
         self.stats: ProcessorStats = worker.stats.processor(processor)
         self.lease = Lease(processor.lock_expiry)
         self.acknowledger = Acknowledger(self._ack, self.lost)
-        source = StoreSource(
-            self.coordination, self.transport, self.id, self.consumer_name, self.group
-        )
+        source = StoreSource(self.coordination, self.log, self.id, self.consumer_name, self.group)
         fetcher = Fetcher(
             {},
             source,
@@ -206,7 +205,7 @@ class Executor:
         return [partitions[n].id for n in numbers]
 
     async def _setup(self, keys: list[PartitionId]) -> None:
-        transport = self.transport
+        log_ = self.log
         stream = self.processor.stream
         try:
             await retrying(lambda: stream.prepare(writing=False), "loading schemas")
@@ -217,12 +216,12 @@ class Executor:
             log.error("processor %r cannot start: %s", self.processor.name, exc)
             self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r}: {exc}")
             return
-        await retrying(lambda: transport.ensure_group(keys, self.group), "creating consumer groups")
+        await retrying(lambda: log_.ensure_group(keys, self.group), "creating consumer groups")
         for key in keys:
-            adopt = partial(transport.adopt_pending, key, self.group, self.consumer_name)
+            adopt = partial(log_.adopt_pending, key, self.group, self.consumer_name)
             moved = await retrying(adopt, "adopting pending events")
             if moved:
-                name = transport.partition_key(key)
+                name = log_.partition_key(key)
                 log.info("%s: %d unacknowledged events will be redelivered first", name, moved)
 
     async def _join(self) -> None:
@@ -410,7 +409,7 @@ class Executor:
         owned = sorted(self.runner.owned)
         if not owned:
             return
-        counts = await self.transport.lost(self._ids(owned), self.group)
+        counts = await self.log.lost(self._ids(owned), self.group)
         for partition, count in counts.items():
             before = self._lost_seen.get(partition.number)
             self._lost_seen[partition.number] = count

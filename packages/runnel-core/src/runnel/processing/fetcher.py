@@ -16,15 +16,15 @@ from runnel.processing.retry import (
     reraise_if_cancelled,
     retrying,
 )
-from runnel.transport import NEW, PartitionId, Position
+from runnel.store.log import NEW, PartitionId, Position
 from runnel.types import Event, Partition
 
 if TYPE_CHECKING:
-    from runnel.coordination import Coordination, ReadResult
     from runnel.metrics.stats import ProcessorStats
     from runnel.processing.acks import LostPartition
     from runnel.processing.inbox import Inbox
-    from runnel.transport import Transport
+    from runnel.store.coordination import Coordination, ReadResult
+    from runnel.store.log import Log
 
 log = logging.getLogger("runnel.fetcher")
 
@@ -61,7 +61,7 @@ class StoreSource:
     ``consumer`` of ``group``."""
 
     coordination: Coordination
-    transport: Transport
+    log: Log
     owner: str
     consumer: str
     group: str
@@ -70,14 +70,14 @@ class StoreSource:
         return await self.coordination.read(self.owner, self.consumer, positions, count)
 
     async def last_delivered(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, bytes]:
-        return await self.transport.last_delivered(partitions, self.group)
+        return await self.log.last_delivered(partitions, self.group)
 
     async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
-        return await self.transport.wait_for_new(after, block_ms)
+        return await self.log.wait_for_new(after, block_ms)
 
     async def drop(self, partition: PartitionId, ids: Sequence[bytes]) -> None:
         await self.coordination.ack(self.owner, {partition: ids})
-        await self.transport.count_lost(partition, self.group, len(ids))
+        await self.log.count_lost(partition, self.group, len(ids))
 
 
 class Fetcher:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from runnel.transport import PENDING, Position
+from runnel.store.log import PENDING, Position
 from runnel.types import Event, Partition
 
 

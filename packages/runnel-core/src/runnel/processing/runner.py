@@ -14,7 +14,7 @@ from runnel.types import Partition
 if TYPE_CHECKING:
     from runnel.processing.consumer import Consumer
     from runnel.processing.fetcher import Fetcher
-    from runnel.transport import PartitionId
+    from runnel.store.log import PartitionId
 
 NewConsumer = Callable[[Partition, Inbox], "Consumer"]
 """Makes the consumer of a partition just assigned, reading from its inbox."""

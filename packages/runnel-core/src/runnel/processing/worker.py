@@ -33,8 +33,8 @@ from runnel.urls import redact
 if TYPE_CHECKING:
     from runnel.app import App
     from runnel.background import BackgroundTask
-    from runnel.coordination import Leadership
     from runnel.processor import Processor
+    from runnel.store.coordination import Leadership
 
 log = logging.getLogger("runnel.worker")
 
@@ -176,7 +176,7 @@ class Worker:
         worker takes over within about that long. A leader that cannot renew its claim
         stops its leader jobs at once rather than risk two leaders.
         """
-        election = self.app.transport.leadership(self.app.name)
+        election = self.app.store.leadership(self.app.name)
         interval = self.app.settings.leadership_poll_interval / 1000
         ttl_ms = int(interval * 3000)
         work: asyncio.Task[None] | None = None

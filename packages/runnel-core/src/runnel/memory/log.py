@@ -1,53 +1,32 @@
-"""The ``memory://NAME`` transport: streams, groups and coordination in this process.
-
-For tests and single-process apps: several Apps and workers in one process share a
-store by naming it alike, and it behaves as the Redis store does (partitions, consumer
-groups, pending entries, fenced reads, expiring locks). Another process, the ``runnel``
-CLI included, sees a store of its own, so :attr:`shared` is False.
-"""
+"""The log role of the ``memory://`` store: partitions and consumer groups in this process."""
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
-from urllib.parse import urlsplit
 
-from runnel.exceptions import EntryIdError, Misconfigured, PartitionFull
-from runnel.jobs.store import JobStore
-from runnel.memory.coordination import MemoryCoordination, MemoryLeadership
+from runnel.exceptions import EntryIdError, PartitionFull
 from runnel.memory.logs import (
     ZERO,
     Group,
-    Log,
     NoGroup,
+    PartitionLog,
     ack,
     decode_fields,
     parse_id,
     show_id,
     wall_ms,
 )
-from runnel.memory.schemas import MemorySchemaStore
-from runnel.memory.server import MemoryServer, server
-from runnel.transport import Fields, PartitionId, Transport, trim_slack
+from runnel.memory.server import MemoryServer
+from runnel.store.log import Fields, Log, LogAdmin, PartitionId, trim_slack
 
 
-class MemoryTransport(Transport):
-    shared = False
-
+class MemoryLog(Log, LogAdmin):
     def __init__(self, store: MemoryServer) -> None:
         self.server = store
 
-    @classmethod
-    def from_url(cls, url: str) -> MemoryTransport:
-        """``memory://NAME`` (or ``memory://``): the process's store called NAME."""
-        parts = urlsplit(url)
-        name = parts.netloc + parts.path.rstrip("/")
-        return cls(server(name))
-
     def __repr__(self) -> str:
-        return f"<MemoryTransport memory://{self.server.name}>"
+        return f"<MemoryLog memory://{self.server.name}>"
 
     def partition_key(self, partition: PartitionId) -> str:
         app, stream, number = partition
@@ -147,9 +126,6 @@ class MemoryTransport(Transport):
                 found.last_delivered = log.last_id if start == "$" else parse_id(start)
                 found.pending.clear()
 
-    async def aclose(self) -> None:
-        """Nothing to release: the data stays for the process's other users."""
-
     async def backlog(
         self, partitions: Sequence[PartitionId], group: str
     ) -> dict[PartitionId, tuple[int | None, int]]:
@@ -197,24 +173,6 @@ class MemoryTransport(Transport):
         with self.server.lock:
             return {p: len(self.server.logs.get(p) or ()) for p in partitions}
 
-    def coordination(self, app: str, stream: str, processor: str) -> MemoryCoordination:
-        return MemoryCoordination(self.server, app, stream, processor, group=processor)
-
-    def leadership(self, app: str) -> MemoryLeadership:
-        return MemoryLeadership(self.server, app)
-
-    def job_store(self, app: str) -> JobStore:
-        # Imported here: the job store's module is needed only by apps with jobs.
-        jobs = importlib.import_module("runnel.memory.jobs")
-        store: JobStore = jobs.MemoryJobStore(self.server.job_state(app))
-        return store
-
-    def schema_store(self, app: str, stream: str) -> MemorySchemaStore:
-        return MemorySchemaStore(self.server, app, stream)
-
-    def client(self) -> Any:
-        raise Misconfigured("a memory:// store has no client for an app's own commands")
-
 
 def _full(partition: PartitionId, group: str, maxlen: int, count: int) -> PartitionFull:
     return PartitionFull(
@@ -228,7 +186,7 @@ def _full(partition: PartitionId, group: str, maxlen: int, count: int) -> Partit
     )
 
 
-def _group(log: Log, group: str, partition: PartitionId) -> Group:
+def _group(log: PartitionLog, group: str, partition: PartitionId) -> Group:
     found = log.groups.get(group)
     if found is None:
         raise NoGroup(f"no consumer group {group!r} on {partition.stream}[{partition.number}]")

@@ -1,0 +1,134 @@
+"""The job queue role of a store: the interface between the job queue and the store
+that keeps its state.
+
+The core decides *what* happens to a job (run it, retry it when, bury it); a store
+plugin decides how that is kept. A store must apply each call atomically: an outcome is
+recorded together with the job's removal from the queue, so a worker that dies between
+two calls leaves every job either still in the queue or finished, never both or neither.
+
+Deliveries are *fenced*: an outcome names the delivery's ticket, and is applied only if
+that delivery is still outstanding. A job taken back from an executor presumed dead (it
+stopped beating) gets a new ticket, so the paused executor's late outcome is refused.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runnel.jobs.clock import Clock
+from runnel.jobs.model import (
+    Abandoned,
+    DeadLetter,
+    Delivery,
+    ExecutorState,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    Outcome,
+    QueueCounts,
+)
+
+
+class JobStore(abc.ABC):
+    """The queue, schedule, dead letters, results and executor registry of one app."""
+
+    # Enqueuing.
+
+    @abc.abstractmethod
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
+        """Store these jobs, each on the queue or (``due``) on the schedule, status SENT.
+
+        A job whose id exists already is left alone (``False``), whatever its status:
+        enqueuing one id twice runs it once.
+        """
+
+    # Running jobs.
+
+    @abc.abstractmethod
+    async def take(self, executor: str, count: int, block_ms: int, clock: Clock) -> list[Delivery]:
+        """Take up to ``count`` queued jobs for ``executor`` and mark them EXECUTING (try
+        counted, started at ``clock.now()``), waiting up to ``block_ms`` for one to arrive
+        if none is queued."""
+
+    @abc.abstractmethod
+    async def finish(
+        self,
+        executor: str,
+        outcomes: Sequence[Outcome],
+        results_ttl: float,
+        *,
+        only_if_dead: bool = False,
+    ) -> list[str]:
+        """Record outcomes of ``executor``'s deliveries; return the ids of those refused
+        (the delivery was taken back or finished already).
+
+        ``only_if_dead``: recovery on behalf of an executor presumed dead; refuse all if
+        its heartbeat is fresh again. A successful result (and the job's record) expire
+        after ``results_ttl`` seconds; a dead job's are kept until replayed or purged.
+        """
+
+    @abc.abstractmethod
+    async def promote_due(self, now: float, limit: int) -> int:
+        """Move up to ``limit`` scheduled jobs due by ``now`` onto the queue; how many moved."""
+
+    # Executors.
+
+    @abc.abstractmethod
+    async def prepare(self) -> None:
+        """Create what workers read from (idempotent); called when an executor starts."""
+
+    @abc.abstractmethod
+    async def beat(self, executor: str, info: Mapping[str, Any], ttl: float) -> None:
+        """Announce ``executor`` alive for ``ttl`` seconds, describing itself with ``info``."""
+
+    @abc.abstractmethod
+    async def executors(self) -> list[ExecutorState]:
+        """Every executor that registered and was not forgotten, alive or not."""
+
+    @abc.abstractmethod
+    async def abandoned(self, executor: str, limit: int) -> list[Abandoned]:
+        """Up to ``limit`` deliveries still outstanding for ``executor``."""
+
+    @abc.abstractmethod
+    async def forget(self, executor: str) -> bool:
+        """Drop an executor that holds no deliveries; False if it still holds some or is
+        alive again."""
+
+    @abc.abstractmethod
+    async def leave(self, executor: str) -> None:
+        """A stopping executor: drop its heartbeat, and forget it if it holds nothing
+        (else others take its deliveries back, as from one that died)."""
+
+    # Looking.
+
+    @abc.abstractmethod
+    async def status(self, job_id: str) -> JobStatus:
+        """The job's status (UNKNOWN if there is no such job)."""
+
+    @abc.abstractmethod
+    async def job(self, job_id: str) -> JobRecord | None:
+        """Everything known of one job, its stored result included."""
+
+    @abc.abstractmethod
+    async def wait_result(self, job_id: str, within: float) -> bytes | None:
+        """Block up to ``within`` seconds for the job's result item; None if none came."""
+
+    @abc.abstractmethod
+    async def counts(self, now: float) -> QueueCounts:
+        """How many jobs are queued, executing, scheduled, dead; results kept."""
+
+    # Dead letters.
+
+    @abc.abstractmethod
+    async def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
+        """The dead letters, oldest first."""
+
+    @abc.abstractmethod
+    async def replay(self, letters: Sequence[DeadLetter], now: float) -> int:
+        """Enqueue these dead jobs again as new (tries reset, status SENT); how many."""
+
+    @abc.abstractmethod
+    async def purge(self, letters: Sequence[DeadLetter]) -> int:
+        """Delete these dead jobs and everything kept for them; how many."""

@@ -1,0 +1,186 @@
+"""The log role of a store: partitioned append-only logs with consumer groups.
+
+The core never names a store command or key. A partition is named everywhere, in
+:class:`Log` and :class:`~runnel.store.coordination.Coordination` alike, by one value, a
+:class:`PartitionId` (app, stream, number): it is what the core already knows, it needs no
+store to build, and a store derives its own key from it, so nothing ever parses a key back
+(app and stream names may contain dots). Where a read starts is a :class:`Position` the
+store translates into its own syntax.
+
+:class:`Log` is what every store has (appending, consumer groups); :class:`LogAdmin` is
+what the operating commands need on top (backlogs, listing and deleting entries), which a
+store may offer or not (:meth:`runnel.store.Backend.admin`). Reading and acknowledging
+are fenced by partition locks, so they belong to the coordination role.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+class PartitionId(NamedTuple):
+    """Partition ``number`` of ``stream`` in ``app``: the one name of a partition in every
+    store method. A tuple, so that it hashes fast as a dict key on the read path."""
+
+    app: str
+    stream: str
+    number: int
+
+
+Fields = Mapping[bytes, Any]
+"""An entry's field/value pairs as given to :meth:`Transport.append`."""
+Entry = tuple[bytes, dict[bytes, bytes] | None]
+"""An entry read back: its id and fields (``None`` if it was trimmed before it was read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a read of one partition starts, in the store's terms but not its syntax.
+
+    ``new``: entries never delivered to the group. Otherwise the reader's own delivered
+    but unacknowledged entries after the entry id ``after`` (``None``: from the oldest).
+    """
+
+    new: bool = False
+    after: bytes | None = None
+
+    @staticmethod
+    def pending_after(entry_id: bytes | None) -> Position:
+        return Position(after=entry_id) if entry_id is not None else PENDING
+
+
+NEW = Position(new=True)
+"""Read entries never delivered to this group."""
+PENDING = Position()
+"""Read from the oldest entry this reader has not acknowledged."""
+
+
+class Log(abc.ABC):
+    """Partitioned append-only logs with consumer groups."""
+
+    @abc.abstractmethod
+    def partition_key(self, partition: PartitionId) -> str:
+        """The store's own name for ``partition``: for people (CLI, logs) and for dead
+        letter records, which name their source partition this way. Never parsed back."""
+
+    @abc.abstractmethod
+    async def append(
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None = None,
+        ids: Sequence[str] | None = None,
+        drop_oldest: bool = False,
+    ) -> list[bytes]:
+        """Append ``(partition, fields)`` entries in one round trip, all or none (or,
+        for a store that cannot, all or none per partition, raising
+        :class:`~runnel.exceptions.PartlySent` when only some are in); return their ids.
+
+        ``maxlen`` caps each partition (a stream's ``partition_size``). A partition longer
+        than ``maxlen + trim_slack(maxlen)`` is trimmed from its oldest entry back to
+        ``maxlen``, but by default never past an entry that a consumer group has not
+        acknowledged (read or not): if the entries cannot fit without that, nothing is
+        appended to that partition and :class:`~runnel.exceptions.PartitionFull` is
+        raised, naming the partition and the group holding the oldest such entry. With
+        ``drop_oldest`` the cap wins: the oldest entries go whatever their state, and
+        each group's count of entries it never read that went is added to its
+        :meth:`lost` count (its lag stays true: it no longer counts them).
+
+        ``ids`` (only passed when a caller gives them) are the entries' ids, ``"*"`` for
+        one the store picks, else ``"MS-SEQ"`` in canonical decimal; the caller has checked
+        that those of one partition rise and that none follows a ``"*"`` of its partition.
+        If one is not above the last id its partition ever had, nothing is appended and
+        :class:`~runnel.exceptions.EntryIdError` is raised.
+        """
+
+    @abc.abstractmethod
+    async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
+        """Create consumer group ``group`` on every partition (and the partition itself)
+        if missing."""
+
+    @abc.abstractmethod
+    async def adopt_pending(self, partition: PartitionId, group: str, consumer: str) -> int:
+        """Move entries pending for other consumers of ``group`` to ``consumer``.
+
+        Called when an executor starts, so that what consumers of other names (runnel 0.1
+        used one per worker) read but never acknowledged is delivered again, first and in
+        order. Runnel itself reads as one consumer name, so this is a one-time migration.
+        """
+
+    @abc.abstractmethod
+    async def last_delivered(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, bytes]:
+        """The id of the newest entry delivered to ``group`` on each partition."""
+
+    @abc.abstractmethod
+    async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:
+        """Block until some partition has an entry newer than its id in ``after`` (None:
+        any entry) or time is up.
+
+        Changes no state, so it can be abandoned at any time; True if something arrived.
+        """
+
+    async def lost(self, partitions: Sequence[PartitionId], group: str) -> dict[PartitionId, int]:
+        """For each partition: how many entries were trimmed before ``group`` read them
+        (``drop_oldest``, or entries it had read but not acknowledged found gone when
+        read again: :meth:`count_lost`). A store that never trims such entries: 0."""
+        return dict.fromkeys(partitions, 0)
+
+    async def count_lost(  # noqa: B027 (a store that never trims unread entries: nothing)
+        self, partition: PartitionId, group: str, count: int
+    ) -> None:
+        """Add ``count`` to ``group``'s :meth:`lost` count of ``partition``."""
+
+
+class LogAdmin(abc.ABC):
+    """What the operating commands (status, dead letters, processor skip and reset) need
+    of the logs beyond :class:`Log`; a store may offer it or not."""
+
+    @abc.abstractmethod
+    async def reset_group(self, partitions: Sequence[PartitionId], group: str, start: str) -> None:
+        """Point the group at ``start`` on every partition, forgetting pending entries.
+        ``start`` is as the user gave it: ``0`` (the beginning), ``$`` (the end) or an
+        entry id."""
+
+    @abc.abstractmethod
+    async def backlog(
+        self, partitions: Sequence[PartitionId], group: str
+    ) -> dict[PartitionId, tuple[int | None, int]]:
+        """For each partition: (entries not yet delivered to the group, entries delivered
+        but not acknowledged). The first is None where the store cannot tell."""
+
+    @abc.abstractmethod
+    async def first_pending(self, partition: PartitionId, group: str) -> bytes | None:
+        """The oldest entry delivered to ``group`` and not acknowledged (``runnel
+        processor skip``)."""
+
+    @abc.abstractmethod
+    async def ack(self, partition: PartitionId, group: str, ids: Sequence[bytes]) -> None:
+        """Acknowledge entries without holding the partition's lock (``runnel processor
+        skip``; workers acknowledge through their coordination, fenced)."""
+
+    @abc.abstractmethod
+    async def scan(
+        self, partition: PartitionId, after: bytes | None, count: int
+    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Up to ``count`` entries with ids after ``after`` (None: from the first), oldest
+        first; a page of what is stored, for the CLI."""
+
+    @abc.abstractmethod
+    async def remove(self, partition: PartitionId, ids: Sequence[bytes]) -> int:
+        """Delete these entries; return how many were there."""
+
+    @abc.abstractmethod
+    async def lengths(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        """For each partition: how many entries it holds now (appended, less any trimmed),
+        so that a monitor can tell how many arrived between two looks."""
+
+
+def trim_slack(maxlen: int) -> int:
+    """How far past ``maxlen`` a partition may grow before it is trimmed back to it: 1 %,
+    between 1 and 1,000 entries, so that the cost of a trim (finding what may go) is paid
+    once per that many appends rather than on each. Every store uses this bound."""
+    return max(1, min(1_000, maxlen // 100))
