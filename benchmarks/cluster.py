@@ -41,7 +41,7 @@ from benchmarks.common import PARTITIONS as BENCH_PARTITIONS
 from benchmarks.harness import RedisCpu
 from benchmarks.jobs import cpu_seconds
 from runnel import App, Record
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from runnel_redis import cluster as cluster_transport
 
 PARTITIONS = 16

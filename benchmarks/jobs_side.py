@@ -124,7 +124,7 @@ def runnel_app(url: str) -> Any:
 
 
 async def runnel_run(a: argparse.Namespace, ready: Any) -> dict[str, Any]:
-    from runnel.processing.worker import Worker
+    from runnel.runtime.worker import Worker
 
     app = runnel_app(a.url)
     if a.action == "enqueue":

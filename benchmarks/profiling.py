@@ -32,7 +32,7 @@ from benchmarks.common import APP, PARTITIONS, Ping, fill, server
 from benchmarks.harness import Proc, wait_drained
 from benchmarks.tally import Tally
 from runnel import App
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 
 # (function, file) -> what that time is spent on. The innermost frame of a stack that
 # matches decides, so decoding inside the event generator counts as decoding.

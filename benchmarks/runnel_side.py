@@ -10,7 +10,7 @@ from typing import Any
 from benchmarks.common import APP, PARTITIONS, Ping, Stamped
 from benchmarks.tally import Tally, now, paced, percentiles, timed_batches
 from runnel import App
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 
 
 def _app(url: str, **settings: Any) -> App:

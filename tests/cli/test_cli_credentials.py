@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from runnel.processing.supervisor import REFUSED
+from runnel.runtime.supervisor import REFUSED
 from runnel_redis.embedded import Server, start_server
 from tests.cli.conftest import MODULE, write_app
 from tests.cli.test_cli_errors import assert_one_line_error

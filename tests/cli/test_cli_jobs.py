@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import redis
 
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from tests.helpers import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "jobmod"

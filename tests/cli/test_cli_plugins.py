@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from runnel import App, Record
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from tests.cli.conftest import MODULE, Project, jsonl, pings, write_app
 from tests.helpers import WorkerProcess, wait_for
 

@@ -27,7 +27,7 @@ import redis
 from click.testing import CliRunner
 
 from runnel.jobs.model import JobStatus
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from runnel.store.jobs import JobStore
 from runnel_dashboard.snapshot import hide_password
 from runnel_redis.embedded import start_server

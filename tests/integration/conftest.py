@@ -13,8 +13,8 @@ from typing import Any
 import redis
 
 from runnel import App, Record, Stream
-from runnel.processing.worker import Worker
 from runnel.processor import Processor
+from runnel.runtime.worker import Worker
 
 HANG_GUARD = 20.0
 """Upper bound for any single wait; reaching it means the test hung."""

@@ -20,7 +20,7 @@ import redis
 from runnel import App, Record, Stream
 from runnel.exceptions import Unavailable
 from runnel.processing.executor import Executor
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from runnel.store.coordination import Member, Members
 from runnel.store.log import NEW, PENDING, PartitionId
 from runnel_redis import keys, resp

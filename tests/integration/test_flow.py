@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from runnel import App, Record
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 
 
 class Ping(Record):

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from runnel import App, Record
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from runnel_redis.embedded import free_port, start_server
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runnel.processing.supervisor import REFUSED
+from runnel.runtime.supervisor import REFUSED
 from tests.cli.conftest import MODULE, write_app
 from tests.cli.test_cli_errors import assert_one_line_error
 from tests.helpers import WorkerProcess, cli, env_with

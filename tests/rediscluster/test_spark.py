@@ -19,8 +19,8 @@ from redis.cluster import RedisCluster
 
 from runnel.exceptions import NotReplicated
 from runnel.settings import Settings
-from runnel.store.backend import backend_for
 from runnel.store.log import PartitionId
+from runnel.store.resolve import backend_for
 from runnel.store.synclog import LogError, PartlyAppended, next_id
 from runnel_redis.cluster import client_url
 from runnel_redis.cluster_log import ClusterLog

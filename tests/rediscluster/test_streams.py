@@ -13,7 +13,7 @@ from runnel import App, Record, Stream
 from runnel.cli.status import status_report
 from runnel.exceptions import EntryIdError, Misconfigured, NotReplicated, PartlySent
 from runnel.jobs import JobStatus
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from runnel.store.log import PartitionId
 from runnel_redis.layout import Cluster
 from tests.integration.conftest import FAST, HANG_GUARD, Running, eventually, keys_by_partition

@@ -7,8 +7,8 @@ import pickle
 import pytest
 import redis
 
-from runnel.store.backend import backend_for
 from runnel.store.log import PartitionId
+from runnel.store.resolve import backend_for
 from runnel.store.synclog import LogError, next_id
 from runnel_redis.synclog import RedisLog
 

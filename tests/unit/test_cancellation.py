@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from runnel.processing.retry import cancel_and_wait, reraise_if_cancelled
+from runnel.runtime.retry import cancel_and_wait, reraise_if_cancelled
 from runnel_redis.seam import guarded
 
 

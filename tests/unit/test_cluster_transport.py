@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from runnel.exceptions import Misconfigured
 from runnel.settings import Settings
-from runnel.store.backend import backend_for
 from runnel.store.log import PartitionId
+from runnel.store.resolve import backend_for
 from runnel.text import runs as _spans
 from runnel_redis.cluster import RedisClusterTransport, client_url
 from runnel_redis.cluster_log import ClusterLog

@@ -12,7 +12,7 @@ import click
 import pytest
 
 from runnel.cli.worker import Refused
-from runnel.processing.supervisor import REFUSED
+from runnel.runtime.supervisor import REFUSED
 
 ROOT = Path(__file__).parents[2]
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]

@@ -22,9 +22,9 @@ from runnel.memory.log import MemoryLog
 from runnel.memory.logs import NoGroup
 from runnel.memory.server import MemoryServer
 from runnel.settings import Settings
-from runnel.store.backend import backend_for
 from runnel.store.coordination import Member
 from runnel.store.log import NEW, PENDING, PartitionId, Position
+from runnel.store.resolve import backend_for
 
 GROUP = "proc"
 CONSUMER = "runnel"

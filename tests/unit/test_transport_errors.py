@@ -19,7 +19,7 @@ from runnel.exceptions import (
     TransportError,
     Unavailable,
 )
-from runnel.processing.retry import retrying
+from runnel.runtime.retry import retrying
 from runnel.store.log import PartitionId
 from runnel_redis import errors
 from runnel_redis.seam import guarded, kind_of, translate

@@ -14,7 +14,7 @@ import pytest
 from runnel import App
 from runnel.exceptions import Unavailable
 from runnel.memory import server as servers
-from runnel.processing.worker import Worker
+from runnel.runtime.worker import Worker
 from runnel.stream import Stream
 
 from .conftest import Ping, until

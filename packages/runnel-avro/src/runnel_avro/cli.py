@@ -44,7 +44,7 @@ def stored(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """List the writer schemas stored for the stream."""
     load_plugins(plugins)
     stream, serializer = _serializer(target)
-    store = stream.app.transport.schema_store(stream.app.name, stream.name)
+    store = stream.app.store.schema_store(stream.app.name, stream.name)
     found = run(store.all(), stream.app)
     if as_json:
         click.echo(json.dumps({fp: _json_or_text(text) for fp, text in found.items()}, indent=2))
@@ -72,7 +72,7 @@ def check(target: str, plugins: tuple[str, ...]) -> None:
     """
     load_plugins(plugins)
     stream, serializer = _serializer(target)
-    store = stream.app.transport.schema_store(stream.app.name, stream.name)
+    store = stream.app.store.schema_store(stream.app.name, stream.name)
     found = run(store.all(), stream.app)
     mode = serializer.compatibility
     faults = []

@@ -27,7 +27,8 @@ from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor, Processors, option_settings
 from runnel.record import Record
 from runnel.settings import Settings, zone_of
-from runnel.store.backend import Backend, backend_for
+from runnel.store.backend import Backend
+from runnel.store.resolve import backend_for
 from runnel.stream import Stream
 from runnel.types import ExceptionPolicy
 
@@ -442,7 +443,7 @@ class App:
         worker (``ExceptionPolicy.HALT``) is raised once the worker has stopped, as runnel
         0.1's ``Worker(app).start()`` let it propagate; otherwise the exit code is 1.
         """
-        from runnel.processing.worker import Worker
+        from runnel.runtime.worker import Worker
 
         self.autodiscover()
         chosen = None

@@ -16,7 +16,7 @@ from typing import Any
 
 from croniter import croniter
 
-from runnel.processing.retry import reraise_if_cancelled
+from runnel.runtime.retry import reraise_if_cancelled
 
 log = logging.getLogger("runnel.background")
 

@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runnel.hashing import default_hasher, named_hasher
 from runnel.imports import import_path
-from runnel.processor import (
+from runnel.options import (
     ProcessorOptions,
     option_defaults,
     option_settings,
@@ -83,7 +83,7 @@ class Settings(_ProcessorDefaults):
     becomes its name; a fixed offset (``datetime.timezone``) is kept as it is."""
     leadership_poll_interval: int = Field(4000, gt=0, description="milliseconds")
     testing: bool = False
-    gc_freeze: bool = Field(True, description="see runnel.processing.worker.frozen_heap")
+    gc_freeze: bool = Field(True, description="see runnel.runtime.worker.frozen_heap")
     metrics_port: int | None = Field(None, ge=1, le=65535, description="None: no metrics")
     metrics_host: str = "0.0.0.0"
 

@@ -23,7 +23,7 @@ from runnel.store.log import PartitionId
 from runnel.types import Event, Fields, Partition
 
 if TYPE_CHECKING:
-    from runnel.app import App
+    from runnel.services import Services
 
 DATA = b"data"
 """The single stream field that holds a serialized (non-primitive) record."""
@@ -40,7 +40,7 @@ class Stream:
 
     def __init__(
         self,
-        app: App,
+        app: Services,
         name: str,
         record: type[Record],
         partition_by: str | Callable[[Any], Any],

@@ -47,9 +47,9 @@ from runnel.exceptions import RunnelError
 from runnel.jobs.clock import Clock
 from runnel.jobs.model import DeadLetter, QueueCounts
 from runnel.memory.server import forget as forget_store
-from runnel.processing.worker import Worker
 from runnel.processor import Processor
 from runnel.record import Record
+from runnel.runtime.worker import Worker
 from runnel.store.backend import admin_of
 from runnel.store.log import PartitionId
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from runnel.record import Record
     from runnel.store.log import PartitionId
-    from runnel.stream import Stream
 
 Fields = dict[bytes, bytes]
 
@@ -36,6 +35,22 @@ class ExceptionPolicy(enum.StrEnum):
     RETRY = "retry"
 
 
+class PartitionStream(Protocol):
+    """What a partition and its events use of their stream (:class:`runnel.Stream`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def has_schemas(self) -> bool: ...
+
+    def decode(self, fields: Fields) -> Record: ...
+
+    def key_of(self, record: Record) -> Any: ...
+
+    async def admit(self, events: list[Event]) -> None: ...
+
+
 @dataclass(eq=False)
 class Partition:
     """One partition of a stream: a single ordered log in the transport.
@@ -44,7 +59,7 @@ class Partition:
     and for dead letter records).
     """
 
-    stream: Stream
+    stream: PartitionStream
     number: int
     id: PartitionId = field(repr=False)
     key: str = field(repr=False)

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from runnel.app import App
+
+class _Runs(Protocol):
+    """What of an App this adapter uses."""
+
+    async def run_worker(self, processors: list[str] | None, *, halt_raises: bool) -> int: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Worker:
     """Runs an app's processors, job queue and background tasks in this process."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: _Runs) -> None:
         self.app = app
 
     def start(self, processors: str | Sequence[str] = "all") -> int:

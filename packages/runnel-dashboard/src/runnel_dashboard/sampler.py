@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runnel.processing.retry import reraise_if_cancelled
+from runnel.runtime.retry import reraise_if_cancelled
 
 log = logging.getLogger("runnel.dashboard")
 

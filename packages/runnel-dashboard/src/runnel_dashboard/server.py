@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 from runnel.app import App
 from runnel.cli.jobs import select_dead_letters
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError
-from runnel.processing.retry import cancel_and_wait
+from runnel.runtime.retry import cancel_and_wait
 from runnel_dashboard.sampler import Sampler
 from runnel_dashboard.snapshot import hide_password, snapshot
 

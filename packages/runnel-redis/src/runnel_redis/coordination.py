@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.exceptions import StoreFull
-from runnel.processing.retry import reraise_if_cancelled
+from runnel.runtime.retry import reraise_if_cancelled
 from runnel.store.coordination import (
     Coordination,
     Leadership,

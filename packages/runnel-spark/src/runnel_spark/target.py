@@ -17,8 +17,8 @@ from typing import Any
 from runnel.app import App
 from runnel.exceptions import Misconfigured, SchemaIncompatible
 from runnel.imports import import_object
-from runnel.store.backend import backend_for
 from runnel.store.log import PartitionId
+from runnel.store.resolve import backend_for
 from runnel.store.schemas import Check, SchemaStore
 from runnel.store.synclog import SyncLog
 from runnel.stream import Stream

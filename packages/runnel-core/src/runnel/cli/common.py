@@ -18,6 +18,7 @@ from runnel.imports import import_object
 from runnel.jobs.function import JobFunction
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor
+from runnel.services import Services
 from runnel.stream import Stream
 from runnel.urls import redact
 
@@ -149,7 +150,7 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def run(coro: Coroutine[Any, Any, T], app: App) -> T:
+def run(coro: Coroutine[Any, Any, T], app: Services) -> T:
     """Run a coroutine against the app's transport; connection trouble becomes one line.
 
     Refused on a store that lives inside one process (``memory://``): this process
@@ -175,7 +176,7 @@ def run(coro: Coroutine[Any, Any, T], app: App) -> T:
         raise one_line(failure(app, exc), exc) from None
 
 
-def not_shared(app: App) -> str:
+def not_shared(app: Services) -> str:
     return (
         f"{redact(app.settings.redis_url)} is a store inside one process: a command run "
         "in a process of its own sees an empty store, not the workers' data "
@@ -183,7 +184,7 @@ def not_shared(app: App) -> str:
     )
 
 
-def failure(app: App, exc: Exception) -> str:
+def failure(app: Services, exc: Exception) -> str:
     """One line for a failure talking to the store, naming its URL without a password.
 
     Errors that are not about the store (bugs) are raised again, with their traceback."""

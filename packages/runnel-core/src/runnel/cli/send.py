@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from runnel.cli.common import describe, failure, load, load_plugins, plugin_option, run
 from runnel.exceptions import NotConnected, PartlySent, Unavailable
-from runnel.processing.retry import cancel_and_wait
+from runnel.runtime.retry import cancel_and_wait
 from runnel.stream import Stream
 from runnel.text import runs
 

@@ -14,7 +14,7 @@ from runnel import logs
 from runnel.app import App
 from runnel.cli.common import failure, load, load_plugins, not_shared, plugin_option
 from runnel.exceptions import AccessDenied, RunnelError
-from runnel.processing.supervisor import REFUSED
+from runnel.runtime.supervisor import REFUSED
 
 
 @click.command()
@@ -162,7 +162,7 @@ class Refused(click.ClickException):
 
 def _supervise(command: list[str], processes: int, app: App) -> int:
     """Run the children; with metrics on, this process serves them for all of them."""
-    from runnel.processing.supervisor import Supervisor
+    from runnel.runtime.supervisor import Supervisor
 
     port = app.settings.metrics_port
     if port is None:

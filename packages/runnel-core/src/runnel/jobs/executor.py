@@ -42,7 +42,7 @@ from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
 from runnel.metrics.stats import JobsStats
-from runnel.processing.retry import (
+from runnel.runtime.retry import (
     BLOCK_CAP_MS,
     Backoff,
     Stopped,

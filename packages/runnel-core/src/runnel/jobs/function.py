@@ -17,7 +17,7 @@ from runnel.jobs.signature import Signature
 from runnel.metrics import stats
 
 if TYPE_CHECKING:
-    from runnel.app import App
+    from runnel.services import Services
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -35,7 +35,7 @@ class JobFunction(Generic[P, R]):
 
     def __init__(
         self,
-        app: App,
+        app: Services,
         func: Callable[..., Any],
         *,
         name: str,
@@ -155,7 +155,7 @@ class SyncJob(JobFunction[P, R]):
 
 
 def make_job(
-    app: App,
+    app: Services,
     func: Callable[..., Any],
     *,
     name: str | None,

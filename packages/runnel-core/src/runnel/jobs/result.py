@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from runnel.jobs import codec
 from runnel.jobs.model import (
@@ -16,14 +16,24 @@ from runnel.jobs.model import (
 )
 
 if TYPE_CHECKING:
-    from runnel.app import App
-    from runnel.jobs.function import JobFunction
+    from runnel.jobs.signature import Signature
+    from runnel.services import Services
 
 R = TypeVar("R")
 
 WAIT_SLICE = 1.0
 """Longest single blocking wait for a result: between two, the job is looked at again (it
 may have been purged), and a cancellation is never held back longer than this."""
+
+
+class JobOf(Protocol):
+    """What a handle needs of the declared job it came from (:class:`JobFunction`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def signature(self) -> Signature: ...
 
 
 class JobResult(Generic[R]):
@@ -35,9 +45,9 @@ class JobResult(Generic[R]):
 
     def __init__(
         self,
-        app: App,
+        app: Services,
         job_id: str,
-        job: JobFunction[Any, R] | None = None,
+        job: JobOf | None = None,
         enqueued: bool | None = None,
     ) -> None:
         self.app = app

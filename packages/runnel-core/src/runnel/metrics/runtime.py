@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -20,11 +21,13 @@ from runnel.exceptions import TransportError
 from runnel.metrics import stats
 from runnel.metrics.definitions import Definitions
 from runnel.metrics.server import Server, serve, supervised
-from runnel.processing.retry import Stopped, reraise_if_cancelled, until_stopped
+from runnel.runtime.retry import Stopped, reraise_if_cancelled, until_stopped
 
 if TYPE_CHECKING:
+    from runnel.jobs.executor import JobExecutor
+    from runnel.metrics.stats import WorkerStats
     from runnel.processing.executor import Executor
-    from runnel.processing.worker import Worker
+    from runnel.services import Services
     from runnel.settings import Settings
 
 log = logging.getLogger("runnel.metrics")
@@ -40,10 +43,28 @@ def wanted(settings: Settings) -> bool:
     return settings.metrics_port is not None or supervised()
 
 
+class Measured(Protocol):
+    """What the metrics read of the worker they belong to."""
+
+    @property
+    def app(self) -> Services: ...
+
+    @property
+    def executors(self) -> Sequence[Executor]: ...
+
+    @property
+    def job_executor(self) -> JobExecutor | None: ...
+
+    @property
+    def stats(self) -> WorkerStats: ...
+
+    def is_leader(self) -> bool: ...
+
+
 class WorkerMetrics:
     """The metrics of one worker: started with it, flushed a last time when it stops."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Measured) -> None:
         self.worker = worker
         self.app = worker.app.name
         self.defs = Definitions()

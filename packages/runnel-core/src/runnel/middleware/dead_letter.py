@@ -6,8 +6,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from runnel.exceptions import Misconfigured
 from runnel.interfaces import Middleware
 from runnel.record import Record
 from runnel.types import Event, ExceptionPolicy
@@ -17,6 +18,15 @@ if TYPE_CHECKING:
     from runnel.stream import Stream
 
 log = logging.getLogger("runnel.dead_letter")
+
+
+@runtime_checkable
+class DeclaresStreams(Protocol):
+    """An app that can declare the sink next to its source (:meth:`runnel.App.stream`)."""
+
+    def stream(
+        self, name: str, record: type[Record], partition_by: Any, partition_count: int | None
+    ) -> Stream: ...
 
 
 class Dead(Record, primitive=True):
@@ -44,6 +54,10 @@ class DeadLetterMiddleware(Middleware):
         self.source = source
         name = f"dead.{source.name}"
         app = source.app
+        if not isinstance(app, DeclaresStreams):
+            raise Misconfigured(
+                f"a DeadLetterMiddleware's source must belong to an App: {source!r}"
+            )
         if source.record.is_primitive():
             self.sink = app.stream(
                 name, record=source.record, partition_by=source.partition_by, partition_count=1

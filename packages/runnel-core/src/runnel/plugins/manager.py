@@ -70,6 +70,11 @@ class Registry:
         return sorted(self.items.get(kind, {}))
 
 
+BUILT_IN = {"codecs": "runnel.codecs.plugin", "memory": "runnel.memory.plugin"}
+"""The plugins runnel-core ships, by their entry-point names: loaded by name like any
+other, so that the manager knows no plugin's module."""
+
+
 def plugin_manager() -> pluggy.PluginManager:
     """The plugin manager, created on first use with built-ins and entry points loaded."""
     global _manager
@@ -79,13 +84,9 @@ def plugin_manager() -> pluggy.PluginManager:
             pm.add_hookspecs(hookspecs)
             # Built-ins go through the very hooks third parties use; registering them
             # under their entry-point name first makes entry-point loading skip them.
-            from runnel.codecs import plugin as codecs
-            from runnel.memory import plugin as memory
-
-            pm.register(codecs, name="codecs")
-            _sources["codecs"] = "built-in"
-            pm.register(memory, name="memory")
-            _sources["memory"] = "built-in"
+            for name, module in BUILT_IN.items():
+                pm.register(importlib.import_module(module), name=name)
+                _sources[name] = "built-in"
             try:
                 pm.load_setuptools_entrypoints("runnel")
             except Exception as exc:  # a plugin's own code failed to import

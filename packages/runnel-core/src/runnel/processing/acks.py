@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from runnel.exceptions import TransportError
-from runnel.processing.retry import Backoff, outage, reraise_if_cancelled
+from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import PartitionStats

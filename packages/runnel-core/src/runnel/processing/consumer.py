@@ -13,7 +13,7 @@ from runnel.processing.acks import Acks
 from runnel.processing.events import Events
 from runnel.processing.failures import failure_fields, failure_text, retry_delay
 from runnel.processing.inbox import Inbox
-from runnel.processing.retry import reraise_if_cancelled
+from runnel.runtime.retry import reraise_if_cancelled
 from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:

@@ -11,13 +11,16 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import RunnelError
 from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
-    from runnel.processing.consumer import Consumer
+    from runnel.processing.acks import Acks
+    from runnel.processing.inbox import Inbox
+    from runnel.processing.lease import Lease
+    from runnel.processor import Processor
     from runnel.record import Record
 
 
@@ -31,6 +34,19 @@ class Context:
     exception: BaseException | None = None
 
 
+class Feed(Protocol):
+    """What :class:`Events` reads from the consumer that runs it."""
+
+    partition: Partition
+    processor: Processor
+    inbox: Inbox
+    acks: Acks
+    lease: Lease
+
+    @property
+    def stopping(self) -> bool: ...
+
+
 class Events:
     """The events of one partition, in order, as the processor function receives them.
 
@@ -40,7 +56,7 @@ class Events:
       gathered for at most ``s`` seconds after the first; ``.records()`` for records.
     """
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Feed) -> None:
         self._consumer = consumer
         self.partition = consumer.partition
         self.context = Context(

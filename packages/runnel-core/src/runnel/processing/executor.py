@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import AccessDenied, RunnelError, TransportError
 from runnel.processing.acks import Acknowledger, Acks
@@ -41,7 +41,9 @@ from runnel.processing.consumer import Consumer
 from runnel.processing.fetcher import Fetcher, StoreSource
 from runnel.processing.inbox import Inbox
 from runnel.processing.lease import LEASE_MARGIN, Lease
-from runnel.processing.retry import (
+from runnel.processing.runner import Runner
+from runnel.rebalance import assign
+from runnel.runtime.retry import (
     BLOCK_CAP_MS,
     Backoff,
     Stopped,
@@ -50,15 +52,12 @@ from runnel.processing.retry import (
     retrying,
     until_stopped,
 )
-from runnel.processing.runner import Runner
-from runnel.rebalance import assign
 from runnel.store.coordination import Member, Members
 from runnel.store.log import PartitionId
 from runnel.types import Partition
 
 if TYPE_CHECKING:
-    from runnel.metrics.stats import ProcessorStats
-    from runnel.processing.worker import Worker
+    from runnel.metrics.stats import ProcessorStats, WorkerStats
     from runnel.processor import Processor
 
 log = logging.getLogger("runnel.executor")
@@ -71,11 +70,21 @@ owners share one consumer name: the partition's unacknowledged entries are then 
 "ours" to re-read, in order, whoever read them first.
 """
 
-__all__ = ["CONSUMER_NAME", "LEASE_MARGIN", "Executor"]
+__all__ = ["CONSUMER_NAME", "LEASE_MARGIN", "Executor", "Host"]
+
+
+class Host(Protocol):
+    """What an executor needs of the worker that runs it."""
+
+    id: str
+    stats: WorkerStats
+    failure: BaseException | None
+
+    def stop(self, exit_code: int = 0, reason: str = "stop requested") -> None: ...
 
 
 class Executor:
-    def __init__(self, worker: Worker, processor: Processor) -> None:
+    def __init__(self, worker: Host, processor: Processor) -> None:
         self.worker = worker
         self.processor = processor
         self.id = f"{uuid.uuid4().hex[:12]}"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from runnel.exceptions import TransportError
-from runnel.processing.retry import (
+from runnel.runtime.retry import (
     BLOCK_CAP_MS,
     Backoff,
     outage,

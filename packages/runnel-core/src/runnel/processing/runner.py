@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from runnel.processing.inbox import Inbox
-from runnel.processing.retry import cancel_and_wait
+from runnel.runtime.retry import cancel_and_wait
 from runnel.types import Partition
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@
 :mod:`runnel.store.errors`. ``tests/contract`` is the suite every store must pass.
 """
 
-from runnel.store.backend import Backend, admin_of, backend_for
+from runnel.store.backend import Backend, admin_of
 from runnel.store.coordination import (
     Coordination,
     Leadership,
@@ -27,6 +27,7 @@ from runnel.store.log import (
     Position,
     trim_slack,
 )
+from runnel.store.resolve import backend_for
 from runnel.store.schemas import Check, SchemaStore
 from runnel.store.synclog import Entries, Extent, SyncLog
 

@@ -11,8 +11,8 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel import context
 from runnel.exceptions import TransportError
@@ -20,7 +20,7 @@ from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
 from runnel.processing.executor import Executor
-from runnel.processing.retry import (
+from runnel.runtime.retry import (
     FATAL,
     Stopped,
     cancel_and_wait,
@@ -28,12 +28,13 @@ from runnel.processing.retry import (
     reraise_if_cancelled,
     until_stopped,
 )
+from runnel.services import Services
 from runnel.urls import redact
 
 if TYPE_CHECKING:
-    from runnel.app import App
     from runnel.background import BackgroundTask
-    from runnel.processor import Processor
+    from runnel.jobs.function import JobFunction
+    from runnel.processor import Processor, Processors
     from runnel.store.coordination import Leadership
 
 log = logging.getLogger("runnel.worker")
@@ -41,6 +42,19 @@ log = logging.getLogger("runnel.worker")
 RESIGN_WITHIN = 1.0
 """Seconds a stopping leader waits for its resignation to be stored; else its claim
 expires (three poll intervals)."""
+
+
+class Runnable(Services, Protocol):
+    """What a worker runs: an app's services and what it declares (:class:`runnel.App`)."""
+
+    @property
+    def processors(self) -> Processors: ...
+
+    @property
+    def jobs(self) -> Mapping[str, JobFunction[Any, Any]]: ...
+
+    @property
+    def background(self) -> Sequence[BackgroundTask]: ...
 
 
 class Worker:
@@ -54,7 +68,7 @@ class Worker:
 
     def __init__(
         self,
-        app: App,
+        app: Runnable,
         processors: Sequence[Processor] | None = None,
         *,
         jobs: bool = True,
