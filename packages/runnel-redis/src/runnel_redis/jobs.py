@@ -45,9 +45,6 @@ _FOUR = b"$%d\r\n%s\r\n$%d\r\n%s\r\n"
 """Two bulk strings in RESP (lengths and bytes), for the values of a job that change."""
 
 
-_lua = scripts.lua
-
-
 def _ms(seconds: float) -> int:
     return int(seconds * 1000)
 
@@ -81,14 +78,14 @@ class RedisJobStore(JobStore):
         def script(text: str) -> resp.Script:
             return resp.Script(client, text)
 
-        self._enqueue = script(_lua("job_enqueue"))
-        self._take = script(_lua("job_take"))
-        self._finish = script(_lua("job_finish"))
-        self._promote = script(_lua("job_promote"))
-        self._abandoned = script(_lua("job_abandoned"))
-        self._forget = script(_lua("job_forget"))
-        self._replay = script(_lua("job_replay"))
-        self._purge = script(_lua("job_purge"))
+        self._enqueue = script(scripts.JOB_ENQUEUE)
+        self._take = script(scripts.JOB_TAKE)
+        self._finish = script(scripts.JOB_FINISH)
+        self._promote = script(scripts.JOB_PROMOTE)
+        self._abandoned = script(scripts.JOB_ABANDONED)
+        self._forget = script(scripts.JOB_FORGET)
+        self._replay = script(scripts.JOB_REPLAY)
+        self._purge = script(scripts.JOB_PURGE)
 
     def __repr__(self) -> str:
         return f"<RedisJobStore {self.app}>"
