@@ -38,6 +38,7 @@ from runnel.jobs.model import (
 from runnel.jobs.store import JobStore
 from runnel_redis import keys, resp, scripts
 from runnel_redis.layout import Classic, KeyLayout
+from runnel_redis.replicas import check_replicated
 from runnel_redis.seam import guarded
 
 _KINDS = {"success": b"s", "retry": b"r", "dead": b"d", "release": b"q"}
@@ -119,8 +120,6 @@ class RedisJobStore(JobStore):
 
     async def _enqueue_and_wait(self, count: int, args: bytes) -> Any:
         """The enqueue script, then WAIT on the same connection (``wait_replicas``)."""
-        from runnel_redis.transport import check_replicated
-
         keys = self._queue_keys
         packed = (
             resp.header(3 + len(keys) + count)
