@@ -28,6 +28,7 @@ from runnel.store.coordination import ReadResult
 from runnel.store.log import Fields, PartitionId, Position
 from runnel.store.synclog import SyncLog
 from runnel.text import runs
+from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.coordination import (
@@ -40,14 +41,15 @@ from runnel_redis.errors import user_of
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.pool import WaitingCluster
+from runnel_redis.replicas import check_replicated
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded, refusal
 from runnel_redis.transport import (
     _RAW_REPLIES,
     RedisTransport,
-    check_replicated,
     partition_full,
 )
+from runnel_redis.urls import client_url
 from runnel_redis.watch import Watch
 
 _POLL = 0.02
@@ -61,12 +63,6 @@ over more looks every :data:`_POLL` seconds instead."""
 _WATCH_CONNECTIONS = 1024
 """Connections per node for blocking reads (their own client, so that they never take
 the connections the other calls need); a bound, not a pool kept open."""
-
-
-def client_url(url: str) -> str:
-    """The URL redis-py's cluster client takes: ``redis+cluster://`` as ``redis://``."""
-    scheme, rest = url.split("://", 1)
-    return scheme.lower().removesuffix("+cluster") + "://" + rest
 
 
 class ClusterScript:
@@ -202,8 +198,6 @@ class RedisClusterTransport(RedisTransport):
         return client
 
     def __repr__(self) -> str:
-        from runnel.urls import redact
-
         return f"<RedisClusterTransport {redact(self.url)}>"
 
     def node_of(self, key: str) -> ClusterNode:

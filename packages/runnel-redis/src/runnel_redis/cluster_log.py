@@ -27,8 +27,9 @@ from runnel.store.synclog import Entries, Extent, PartlyAppended, next_id
 from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster
+from runnel_redis.replicas import check_replicated
 from runnel_redis.synclog import KeyedLog, extent_calls, extents_of, full_partition
-from runnel_redis.transport import check_replicated
+from runnel_redis.urls import client_url
 
 
 class ClusterLog(KeyedLog):
@@ -63,8 +64,6 @@ class ClusterLog(KeyedLog):
     @property
     def cluster(self) -> RedisCluster:
         if self._cluster is None:
-            from runnel_redis.cluster import client_url  # (cluster.py imports this module)
-
             self._cluster = RedisCluster.from_url(client_url(self.url), decode_responses=False)
         return self._cluster
 

@@ -38,14 +38,12 @@ from runnel.jobs.model import (
 from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
 from runnel_redis.layout import Classic, KeyLayout
+from runnel_redis.replicas import check_replicated
 from runnel_redis.seam import guarded
 
 _KINDS = {"success": b"s", "retry": b"r", "dead": b"d", "release": b"q"}
 _FOUR = b"$%d\r\n%s\r\n$%d\r\n%s\r\n"
 """Two bulk strings in RESP (lengths and bytes), for the values of a job that change."""
-
-
-_lua = scripts.lua
 
 
 def _ms(seconds: float) -> int:
@@ -81,14 +79,14 @@ class RedisJobStore(JobStore):
         def script(text: str) -> resp.Script:
             return resp.Script(client, text)
 
-        self._enqueue = script(_lua("job_enqueue"))
-        self._take = script(_lua("job_take"))
-        self._finish = script(_lua("job_finish"))
-        self._promote = script(_lua("job_promote"))
-        self._abandoned = script(_lua("job_abandoned"))
-        self._forget = script(_lua("job_forget"))
-        self._replay = script(_lua("job_replay"))
-        self._purge = script(_lua("job_purge"))
+        self._enqueue = script(scripts.JOB_ENQUEUE)
+        self._take = script(scripts.JOB_TAKE)
+        self._finish = script(scripts.JOB_FINISH)
+        self._promote = script(scripts.JOB_PROMOTE)
+        self._abandoned = script(scripts.JOB_ABANDONED)
+        self._forget = script(scripts.JOB_FORGET)
+        self._replay = script(scripts.JOB_REPLAY)
+        self._purge = script(scripts.JOB_PURGE)
 
     def __repr__(self) -> str:
         return f"<RedisJobStore {self.app}>"
@@ -122,8 +120,6 @@ class RedisJobStore(JobStore):
 
     async def _enqueue_and_wait(self, count: int, args: bytes) -> Any:
         """The enqueue script, then WAIT on the same connection (``wait_replicas``)."""
-        from runnel_redis.transport import check_replicated
-
         keys = self._queue_keys
         packed = (
             resp.header(3 + len(keys) + count)

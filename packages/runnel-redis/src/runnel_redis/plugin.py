@@ -6,7 +6,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from runnel.plugins import hookimpl
-from runnel_redis.layout import CLUSTER_SCHEMES
+from runnel_redis import embedded
+from runnel_redis.cli import embedded as embedded_commands
+from runnel_redis.cluster import RedisClusterTransport
+from runnel_redis.layout import CLUSTER_SCHEMES, layout_for
 from runnel_redis.transport import RedisTransport
 
 if TYPE_CHECKING:
@@ -19,8 +22,6 @@ log = logging.getLogger("runnel.redis")
 
 
 def _options(url: str, settings: Settings) -> dict[str, Any]:
-    from runnel_redis.layout import layout_for
-
     return {
         "layout": layout_for(url, settings.redis_key_layout),
         "wait_replicas": settings.wait_replicas,
@@ -34,14 +35,10 @@ def _client(url: str, settings: Settings) -> RedisTransport:
 
 
 def _cluster(url: str, settings: Settings) -> RedisTransport:
-    from runnel_redis.cluster import RedisClusterTransport
-
     return RedisClusterTransport(url, **_options(url, settings))
 
 
 def _embedded(url: str, settings: Settings) -> RedisTransport:
-    from runnel_redis import embedded
-
     server = embedded.ensure(url)
     log.info(
         "using the embedded development redis-server at %s (data in %s)", server.url, server.dir
@@ -60,6 +57,4 @@ def runnel_transports(register: RegisterTransport) -> None:
 
 @hookimpl
 def runnel_commands(cli: click.Group) -> None:
-    from runnel_redis.cli import embedded
-
-    cli.add_command(embedded)
+    cli.add_command(embedded_commands)

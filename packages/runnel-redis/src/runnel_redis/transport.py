@@ -10,7 +10,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
-from runnel.exceptions import EntryIdError, NotReplicated, PartitionFull
+from runnel.exceptions import EntryIdError, PartitionFull
 from runnel.store.backend import Backend
 from runnel.store.log import Fields, Log, LogAdmin, PartitionId
 from runnel.store.synclog import SyncLog
@@ -19,6 +19,7 @@ from runnel_redis import errors, pool, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Classic, KeyLayout
+from runnel_redis.replicas import check_replicated
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded
 from runnel_redis.synclog import RedisLog
@@ -347,18 +348,6 @@ def partition_full(partition: PartitionId, group: str, maxlen: int, count: int) 
         group,
         maxlen,
     )
-
-
-def check_replicated(acknowledged: int, wanted: int, timeout_ms: int, where: str = "") -> None:
-    """Raise :class:`NotReplicated` when WAIT reported fewer replicas than wanted."""
-    if acknowledged < wanted:
-        raise NotReplicated(
-            f"the write is in Redis{where}, but only {acknowledged} of the {wanted} replicas "
-            f"asked for (wait_replicas) acknowledged it within {timeout_ms} ms (wait_timeout); "
-            "it may be lost if that master fails now",
-            wanted,
-            acknowledged,
-        )
 
 
 def _text(value: Any) -> str:
