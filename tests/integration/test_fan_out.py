@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runnel import App, Record
-from runnel.cli.status import status_report
+from runnel.admin.status import status_report
 from runnel.jobs import JobStatus, Timeout
 from runnel.testing import run
 

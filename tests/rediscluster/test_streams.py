@@ -10,7 +10,7 @@ import pytest
 from redis.crc import key_slot
 
 from runnel import App, Record, Stream
-from runnel.cli.status import status_report
+from runnel.admin.status import status_report
 from runnel.exceptions import EntryIdError, Misconfigured, NotReplicated, PartlySent
 from runnel.jobs import JobStatus
 from runnel.runtime.worker import Worker

@@ -5,26 +5,18 @@ from __future__ import annotations
 import json
 import math
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 import orjson
 
+from runnel.admin.dead_letters import NotFound, dead_job_rows, select_dead_jobs
+from runnel.admin.declarations import Declarations
+from runnel.admin.jobs import describe_job, info_report, iso, queue_state
 from runnel.app import App
 from runnel.cli.common import load, load_plugins, plugin_option, run, yes_option
-from runnel.jobs import codec
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
-from runnel.jobs.model import (
-    DeadLetter,
-    ExecutorState,
-    InvalidArguments,
-    JobFailed,
-    JobRecord,
-    QueueCounts,
-    ResultsDisabled,
-    Timeout,
-)
+from runnel.jobs.model import DeadLetter, InvalidArguments, JobFailed, ResultsDisabled, Timeout
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
@@ -46,9 +38,9 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     executors (alive or not) and what each runs."""
     load_plugins(plugins)
     app = load(target, App)
-    counts, executors = run(_queue_state(app), app)
+    counts, executors = run(queue_state(app), app)
     now = app.clock.now()
-    report = _info_report(app, counts, executors)
+    report = info_report(app, counts, executors)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -76,30 +68,6 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
         )
 
 
-async def _queue_state(app: App) -> tuple[QueueCounts, list[ExecutorState]]:
-    store = app.job_store
-    return await store.counts(app.clock.now()), await store.executors()
-
-
-def _info_report(app: App, counts: QueueCounts, executors: list[ExecutorState]) -> dict[str, Any]:
-    return {
-        "app": app.name,
-        "jobs": sorted(app.jobs),
-        "queued": counts.queued,
-        "executing": counts.executing,
-        "scheduled": counts.scheduled,
-        "next_due": _iso(counts.next_due),
-        "dead": counts.dead,
-        "results": counts.results,
-        "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
-    }
-
-
-async def jobs_report(app: App) -> dict[str, Any]:
-    """What ``runnel jobs info --json`` prints, for other views of it (the dashboard)."""
-    return _info_report(app, *await _queue_state(app))
-
-
 # runnel jobs show
 
 
@@ -115,7 +83,7 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
     record = run(app.job_store.job(job_id), app)
     if record is None:
         raise click.ClickException(f"no job with id {job_id!r} in app {app.name}")
-    report = _describe(record)
+    report = describe_job(record)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
         return
@@ -136,43 +104,6 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
             click.echo(record.error.traceback.rstrip())
     if "result" in report:
         click.echo(f"{'result:':<10} {_json_text(report['result'])}")
-
-
-def _describe(record: JobRecord) -> dict[str, Any]:
-    report: dict[str, Any] = {
-        "id": record.id,
-        "name": record.name,
-        "status": str(record.status),
-        "tries": record.tries,
-        "retries": record.retries,
-        "created": _iso(record.created),
-        "due": _iso(record.due),
-        "started": _iso(record.started),
-        "finished": _iso(record.finished),
-        "executor": record.executor,
-        "codec": record.codec,
-        "args": None,
-        "kwargs": None,
-        "error": None,
-    }
-    try:
-        serializer = codec.serializer_named(record.codec)
-        args, kwargs = codec.decode_arguments(serializer, record.payload)
-        report["args"], report["kwargs"] = args, kwargs
-    except Exception as exc:  # user data or codec: shown, not fatal
-        report["args"] = f"<cannot decode: {exc}>"
-        serializer = None
-    if record.error is not None:
-        report["error"] = {
-            "type": record.error.type,
-            "message": record.error.message,
-            "traceback": record.error.traceback,
-        }
-    if record.result is not None and serializer is not None:
-        ok, value = codec.read_item(serializer, record.result)
-        if ok:
-            report["result"] = value
-    return report
 
 
 # runnel jobs send
@@ -309,30 +240,14 @@ def _filters(fn: Any) -> Any:
     return fn
 
 
-async def select_dead_letters(
-    app: App, job_name: str | None, job_ids: tuple[str, ...]
+async def _chosen(
+    app: Declarations, job_name: str | None, job_ids: tuple[str, ...]
 ) -> list[DeadLetter]:
-    """The dead letters chosen by name and ids (all without either); a name or id that
-    matches nothing is a ClickException naming it."""
-    letters = await app.job_store.dead_letters()
-    chosen = [
-        d
-        for d in letters
-        if (job_name is None or d.name == job_name) and (not job_ids or d.id in job_ids)
-    ]
-    if job_name is not None and not chosen and job_name not in app.jobs:
-        raise click.ClickException(
-            f"app {app.name} has no job named {job_name!r} and no dead jobs of that name "
-            f"(its jobs: {', '.join(sorted(app.jobs)) or 'none'})"
-        )
-    missing = sorted(set(job_ids) - {d.id for d in chosen})
-    if missing:
-        raise click.ClickException(
-            f"no dead job with id {', '.join(repr(m) for m in missing)}"
-            + (f" named {job_name!r}" if job_name else "")
-            + f" in app {app.name}"
-        )
-    return chosen
+    """The dead jobs chosen; one that is not there is the command's error."""
+    try:
+        return await select_dead_jobs(app, job_name, job_ids)
+    except NotFound as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @dead.command("list")
@@ -352,16 +267,15 @@ def dead_list(
     """The dead jobs, oldest first: when each died, its id, name and last error."""
     load_plugins(plugins)
     app = load(target, App)
-    letters = run(select_dead_letters(app, job_name, job_ids), app)
+    letters = run(_chosen(app, job_name, job_ids), app)
     if as_json:
-        rows = [{"id": d.id, "name": d.name, "error": d.error, "died": _iso(d.at)} for d in letters]
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(dead_job_rows(letters), indent=2))
         return
     if not letters:
         click.echo("no dead jobs")
         return
     for d in letters:
-        click.echo(f"{_iso(d.at)}  {d.id}  {d.name}  {d.error}")
+        click.echo(f"{iso(d.at)}  {d.id}  {d.name}  {d.error}")
 
 
 @dead.command()
@@ -381,7 +295,7 @@ def replay(
     app = load(target, App)
 
     async def go() -> int:
-        letters = await select_dead_letters(app, job_name, job_ids)
+        letters = await _chosen(app, job_name, job_ids)
         return await app.job_store.replay(letters, app.clock.now())
 
     click.echo(f"replayed {run(go(), app)} dead jobs")
@@ -402,7 +316,7 @@ def purge(
     """Delete the dead jobs for good (all of them, or those chosen); asks first."""
     load_plugins(plugins)
     app = load(target, App)
-    letters = run(select_dead_letters(app, job_name, job_ids), app)
+    letters = run(_chosen(app, job_name, job_ids), app)
     if not letters:
         click.echo("no dead jobs")
         return
@@ -415,15 +329,6 @@ def _excerpt(text: str) -> str:
     """The start of a user's input, on one line."""
     flat = " ".join(text.split())
     return flat if len(flat) <= 40 else flat[:37] + "..."
-
-
-def _iso(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):  # beyond what a datetime can show
-        return f"{seconds:.3f} s after the epoch"
 
 
 def _ago(when: float, now: float) -> str:
