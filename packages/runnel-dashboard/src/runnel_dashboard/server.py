@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from urllib.parse import urlsplit
 
-import click
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -27,8 +26,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from runnel.admin.dead_letters import NotFound, select_dead_jobs
 from runnel.app import App
-from runnel.cli.jobs import select_dead_letters
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError
 from runnel.runtime.retry import cancel_and_wait
 from runnel_dashboard.sampler import Sampler
@@ -92,12 +91,12 @@ def create_app(app: App, options: Options) -> Starlette:
         except Exception:
             return _error(400, 'send {"ids": [job ids]}')
         try:
-            letters = await select_dead_letters(app, None, tuple(ids))
+            letters = await select_dead_jobs(app, None, tuple(ids))
             if request.path_params["action"] == "replay":
                 return JSONResponse({"replayed": await app.job_store.replay(letters, time.time())})
             return JSONResponse({"purged": await app.job_store.purge(letters)})
-        except click.ClickException as exc:
-            return _error(404, exc.message)
+        except NotFound as exc:
+            return _error(404, str(exc))
         except Exception as exc:
             return _error(503, _describe(app, exc))
 

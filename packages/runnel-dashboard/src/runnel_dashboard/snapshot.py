@@ -1,5 +1,5 @@
-"""One look at an app, gathered through core's report functions (the same data as
-``runnel status --json`` and ``runnel jobs info --json``), as a JSON-ready dict."""
+"""One look at an app, gathered through core's read models (:mod:`runnel.admin`: the same
+data as ``runnel status --json`` and ``runnel jobs info --json``), as a JSON-ready dict."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from runnel.admin.dead_letters import oldest_dead_jobs
+from runnel.admin.jobs import jobs_report
+from runnel.admin.status import schedule_report, status_report, stream_length
 from runnel.app import App
-from runnel.cli.jobs import jobs_report
-from runnel.cli.status import status_report
-from runnel.exceptions import Misconfigured
-from runnel.store.backend import admin_of
 
 DEAD_SHOWN = 200
 """The page lists at most this many dead letters (the oldest); the count says how many."""
@@ -38,11 +37,11 @@ async def snapshot(app: App) -> dict[str, Any]:
     schedule of timers and crontabs."""
     status = await status_report(app)
     for proc in status["processors"]:
-        proc["length"] = await _length(app, proc["name"])
+        proc["length"] = await stream_length(app, proc["name"])
     queue = await jobs_report(app) if app.jobs else None
     dead = []
     if queue is not None and queue["dead"]:
-        letters = await app.job_store.dead_letters(DEAD_SHOWN)
+        letters = await oldest_dead_jobs(app, DEAD_SHOWN)
         dead = [{"id": d.id, "name": d.name, "error": d.error, "died": iso(d.at)} for d in letters]
     return {
         "app": app.name,
@@ -51,25 +50,5 @@ async def snapshot(app: App) -> dict[str, Any]:
         "processors": status["processors"],
         "jobs": queue,
         "dead": dead,
-        "schedule": [
-            {
-                "name": task.name,
-                "kind": task.kind,
-                "every": task.interval,
-                "crontab": task.spec,
-                "on_leader": task.on_leader,
-            }
-            for task in app.background
-            if task.kind != "task"
-        ],
+        "schedule": schedule_report(app),
     }
-
-
-async def _length(app: App, processor: str) -> int | None:
-    """How many entries the processor's stream holds over all partitions (None where the
-    store cannot tell)."""
-    keys = [p.id for p in app.processors[processor].stream.partitions]
-    try:
-        return sum((await admin_of(app.store).lengths(keys)).values())
-    except Misconfigured:
-        return None
