@@ -1,4 +1,4 @@
-"""cli.common.describe: a ValidationError as one line naming each bad field and its value."""
+"""runnel.commands.describe: a ValidationError as one line naming each bad field and its value."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from runnel import Record
-from runnel.cli.common import describe
+from runnel.commands import describe
 from runnel.settings import Settings
 
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.commands import load, load_plugins, plugin_option, run
 from runnel.stream import Stream
 from runnel_avro.compatibility import Compatibility, DamagedSchema, problems
 from runnel_avro.serializer import AvroSerializer

@@ -9,7 +9,7 @@ import socket
 import click
 
 from runnel.app import App
-from runnel.cli.common import failure, load, load_plugins, plugin_option, run
+from runnel.commands import failure, load, load_plugins, plugin_option, run
 from runnel.exceptions import Unavailable
 from runnel_dashboard.snapshot import snapshot
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.commands import load, load_plugins, plugin_option, run
 from runnel.exceptions import AccessDenied, Misconfigured
 from runnel.store.backend import admin_of
 from runnel.stream import Stream

@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from runnel.cli.common import describe, shown_plain
+from runnel.commands import describe, shown_plain
 from runnel.exceptions import Misconfigured, RunnelError
 from runnel.store.synclog import LogError, LogFull, PartlyAppended, SyncLog
 from runnel.stream import Stream

@@ -6,9 +6,7 @@ import sys
 
 import click
 
-from runnel import __version__
-from runnel.cli import common
-from runnel.cli.common import load_plugins, plugin_option
+from runnel import __version__, commands
 from runnel.cli.dead import dead
 from runnel.cli.jobs import jobs
 from runnel.cli.missing import avro, dashboard, spark
@@ -17,6 +15,7 @@ from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
 from runnel.cli.status import status
 from runnel.cli.worker import worker
+from runnel.commands import load_plugins, plugin_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,7 +24,7 @@ from runnel.cli.worker import worker
 @click.option("--traceback", "show_stack", is_flag=True, help="Print the whole stack of any error.")
 def cli(plugins: tuple[str, ...], show_stack: bool) -> None:
     """Runnel: partitioned, ordered event processing and a job queue on Redis Streams."""
-    common.show_traceback = show_stack
+    commands.show_traceback = show_stack
     # main() loaded these already, so that their commands exist; this covers other callers.
     load_plugins(plugins)
 

@@ -1,208 +1,34 @@
-"""Helpers shared by the CLI commands: loading targets and turning failures into one line."""
+"""Deprecated: moved to :mod:`runnel.commands`, what a plugin's command uses. Importing
+from here works for one release, with a warning."""
 
-from __future__ import annotations
+import warnings
 
-import asyncio
-import json
-import os
-import traceback
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
-
-import click
-from pydantic import ValidationError
-
-from runnel.app import App
-from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
-from runnel.imports import import_object
-from runnel.jobs.function import JobFunction
-from runnel.plugins.manager import load_plugin
-from runnel.processor import Processor
-from runnel.services import Services
-from runnel.stream import Stream
-from runnel.urls import redact
-
-T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-
-plugin_option = click.option(
-    "--plugin",
-    "plugins",
-    multiple=True,
-    metavar="MODULE",
-    help="Import MODULE and register it as a Runnel plugin (repeatable).",
+from runnel.commands import (
+    describe,
+    failure,
+    load,
+    load_plugins,
+    one_line,
+    plugin_option,
+    run,
+    shown_plain,
+    yes_option,
 )
 
+__all__ = [
+    "describe",
+    "failure",
+    "load",
+    "load_plugins",
+    "one_line",
+    "plugin_option",
+    "run",
+    "shown_plain",
+    "yes_option",
+]
 
-def yes_option(verb: str | None) -> Callable[[F], F]:
-    """``--yes`` for each of the dead-letter commands (list, replay, purge), so that one
-    command line works for all three; only purge asks (``verb`` None)."""
-    text = "Do not ask for confirmation."
-    if verb is not None:
-        text = f"Accepted, as by purge; {verb} does not ask."
-    return click.option("--yes", is_flag=True, help=text)
-
-
-def load_plugins(plugins: tuple[str, ...]) -> None:
-    for name in plugins:
-        try:
-            load_plugin(name, source="--plugin")
-        except RunnelError as exc:
-            raise click.ClickException(str(exc)) from None
-
-
-def load(target: str, kind: type[T]) -> T:
-    """Import ``MODULE:NAME`` and check it is an App, Stream, processor or job."""
-    try:
-        obj = import_object(target)
-    except RunnelError as exc:
-        raise one_line(str(exc), exc) from None
-    except ValidationError as exc:
-        if exc.title == "Settings":
-            raise one_line(f"invalid setting: {describe_settings(exc)}", exc) from None
-        raise one_line(f"importing {target!r} failed: {describe(exc)}", exc) from None
-    except Exception as exc:  # the user's module raised while importing
-        message = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise one_line(f"importing {target!r} failed{raised_at(exc)}: {message}", exc) from None
-    if kind is Processor:
-        obj = getattr(obj, "__runnel_processor__", obj)
-    if not isinstance(obj, kind):
-        names = {App: "an App", Stream: "a Stream", Processor: "a processor", JobFunction: "a job"}
-        raise click.ClickException(
-            f"{target} is {type(obj).__name__}, not {names.get(kind, kind.__name__)}"
-        )
-    return obj
-
-
-def one_line(message: str, exc: BaseException) -> click.ClickException:
-    """The one-line error for ``exc``; with ``runnel --traceback``, its stack goes first."""
-    if show_traceback:
-        traceback.print_exception(exc)
-    return click.ClickException(message)
-
-
-show_traceback = False
-"""Set by ``runnel --traceback``: print the whole stack of any error before its line."""
-
-
-def raised_at(exc: BaseException) -> str:
-    """`` at FILE, line N``: the last place in the user's project (the current directory)
-    that the exception passed through while importing, else its innermost frame."""
-    if isinstance(exc, SyntaxError):
-        return ""  # its message names the file and line already
-    here = os.getcwd() + os.sep
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith("<") and "importlib" not in f.filename
-    ]
-    ours = [f for f in frames if f.filename.startswith(here) and "site-packages" not in f.filename]
-    chosen = ours or frames
-    if not chosen:
-        return ""
-    frame = chosen[-1]
-    name = frame.filename.removeprefix(here)
-    return f" at {name}, line {frame.lineno}"
-
-
-def describe_settings(exc: ValidationError) -> str:
-    """Each invalid setting, named by the ``RUNNEL_*`` variable that gave it if one did."""
-    parts = []
-    for err in exc.errors():
-        name = str(err["loc"][0]) if err["loc"] else "settings"
-        variable = f"RUNNEL_{name.upper()}"
-        given = {k.upper(): v for k, v in os.environ.items()}.get(variable)
-        if name == "redis_url" and given is not None:
-            given = redact(given)
-        where = f"{variable}={given!r}" if given is not None else f"{name}"
-        message = err["msg"][:1].lower() + err["msg"][1:]
-        if err["type"] == "extra_forbidden":
-            message = "no such setting (see docs/settings.md)"
-        parts.append(f"{where}: {message}")
-    return "; ".join(parts)
-
-
-def shown_plain(value: Any) -> Any:
-    """A value JSON cannot hold, as a message shows it: bytes as their text when they are
-    printable UTF-8, else as ``0x`` and hex; anything else as ``str``."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        raw = bytes(value)
-        try:
-            text = raw.decode()
-        except UnicodeDecodeError:
-            return "0x" + raw.hex()
-        return text if text.isprintable() else "0x" + raw.hex()
-    return str(value)
-
-
-def describe(exc: ValidationError) -> str:
-    """One line naming each invalid field, what was wrong, and the value given."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "record"
-        given = err.get("input")
-        shown = json.dumps(given, default=shown_plain) if not isinstance(given, dict) else "{...}"
-        parts.append(
-            f"{loc}: {err['msg'][:1].lower()}{err['msg'][1:]} (got {shown})"
-            if err["type"] != "missing"
-            else f"{loc}: missing"
-        )
-    return "; ".join(parts)
-
-
-def run(coro: Coroutine[Any, Any, T], app: Services) -> T:
-    """Run a coroutine against the app's transport; connection trouble becomes one line.
-
-    Refused on a store that lives inside one process (``memory://``): this process
-    would see an empty store of its own, not the workers'."""
-    try:
-        shared = app.store.shared
-    except Exception as exc:
-        coro.close()
-        raise one_line(failure(app, exc), exc) from None
-    if not shared:
-        coro.close()
-        raise click.ClickException(not_shared(app))
-
-    async def main() -> T:
-        try:
-            return await coro
-        finally:
-            await app.aclose()
-
-    try:
-        return asyncio.run(main())
-    except Exception as exc:  # one line for the store's failures; failure() re-raises bugs
-        raise one_line(failure(app, exc), exc) from None
-
-
-def not_shared(app: Services) -> str:
-    return (
-        f"{redact(app.settings.redis_url)} is a store inside one process: a command run "
-        "in a process of its own sees an empty store, not the workers' data "
-        "(use a shared store such as redis:// for the CLI)"
-    )
-
-
-def failure(app: Services, exc: Exception) -> str:
-    """One line for a failure talking to the store, naming its URL without a password.
-
-    Errors that are not about the store (bugs) are raised again, with their traceback."""
-    where = redact(app.settings.redis_url)
-    if isinstance(exc, AccessDenied | StoreFull):
-        return f"{where}: {exc}"
-    if isinstance(exc, Unavailable):
-        return f"cannot reach {where}: {_one_line(exc)}"
-    if isinstance(exc, TransportError):
-        return f"{where}: {_one_line(exc)}"
-    if isinstance(exc, RunnelError):
-        return str(exc)
-    if isinstance(exc, ConnectionError | OSError | TimeoutError):
-        return f"cannot reach {where}: {_one_line(exc)}"
-    if type(exc).__module__.startswith("redis"):
-        return f"{where}: {_one_line(exc)}"
-    raise exc
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+warnings.warn(
+    "runnel.cli.common moved to runnel.commands; import from there",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -21,7 +21,7 @@ from runnel.admin.dead_letters import (
     replay_stream_dead_letters,
     stream_dead_letters,
 )
-from runnel.cli.common import load, load_plugins, plugin_option, run, yes_option
+from runnel.commands import load, load_plugins, plugin_option, run, yes_option
 from runnel.stream import Stream
 
 

@@ -14,7 +14,7 @@ from runnel.admin.dead_letters import NotFound, dead_job_rows, select_dead_jobs
 from runnel.admin.declarations import Declarations
 from runnel.admin.jobs import describe_job, info_report, iso, queue_state
 from runnel.app import App
-from runnel.cli.common import load, load_plugins, plugin_option, run, yes_option
+from runnel.commands import load, load_plugins, plugin_option, run, yes_option
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
 from runnel.jobs.model import DeadLetter, InvalidArguments, JobFailed, ResultsDisabled, Timeout
 

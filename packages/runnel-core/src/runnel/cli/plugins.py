@@ -6,7 +6,7 @@ import json
 
 import click
 
-from runnel.cli.common import load_plugins, plugin_option
+from runnel.commands import load_plugins, plugin_option
 from runnel.plugins.inventory import KINDS, PluginInfo, as_dict, inventory
 from runnel.plugins.manager import add_commands
 

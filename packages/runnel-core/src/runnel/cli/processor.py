@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.commands import load, load_plugins, plugin_option, run
 from runnel.exceptions import RunnelError
 from runnel.processor import Processor
 from runnel.store.backend import admin_of

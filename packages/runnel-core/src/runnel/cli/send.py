@@ -10,7 +10,7 @@ import click
 import orjson
 from pydantic import ValidationError
 
-from runnel.cli.common import describe, failure, load, load_plugins, plugin_option, run
+from runnel.commands import describe, failure, load, load_plugins, plugin_option, run
 from runnel.exceptions import NotConnected, PartlySent, Unavailable
 from runnel.runtime.retry import cancel_and_wait
 from runnel.stream import Stream

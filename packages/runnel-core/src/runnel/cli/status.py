@@ -9,7 +9,7 @@ import click
 
 from runnel.admin.status import QUARANTINED, status_report
 from runnel.app import App
-from runnel.cli.common import load, load_plugins, plugin_option, run
+from runnel.commands import load, load_plugins, plugin_option, run
 
 
 @click.command()

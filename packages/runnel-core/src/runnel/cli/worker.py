@@ -12,7 +12,7 @@ import click
 
 from runnel import logs
 from runnel.app import App
-from runnel.cli.common import failure, load, load_plugins, not_shared, plugin_option
+from runnel.commands import failure, load, load_plugins, not_shared, plugin_option
 from runnel.exceptions import AccessDenied, RunnelError
 from runnel.runtime.supervisor import REFUSED
 
