@@ -1,6 +1,6 @@
-"""The processing state machine, top to bottom.
+"""The stream state machine, top to bottom (internal: not for plugins to import).
 
-Worker            one process: signals, executors, background jobs
+(runtime.Worker   one process: signals, executors, background jobs)
   Executor        one processor: owns partitions of its stream
     Runner        the partitions currently owned: one fetcher, one consumer each
       Fetcher     reads entries from the transport into bounded inboxes
