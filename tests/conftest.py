@@ -1,4 +1,6 @@
-"""Fixtures: a private redis-server on a free port for the whole run, emptied per test."""
+"""Fixtures: a private redis-server on a free port for the whole run, emptied per test;
+the Redis Cluster ones of tests/rediscluster/fixtures.py; the options of the store
+contract suite (tests/contract)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,31 @@ import pytest
 import redis
 
 from runnel_redis.embedded import Server, start_server
+from tests.rediscluster.fixtures import (  # noqa: F401 (fixtures, registered by name)
+    _cluster_masters,
+    _cluster_with_replicas,
+    redis_cluster,
+    redis_cluster_replicas,
+    redis_cluster_url,
+)
 
 TESTS = Path(__file__).parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("runnel store contract (tests/contract)")
+    group.addoption(
+        "--store-url",
+        metavar="URL",
+        help="run the store contract suite against this store only (any registered scheme)",
+    )
+    group.addoption(
+        "--store-plugin",
+        metavar="MODULE",
+        action="append",
+        default=[],
+        help="a runnel plugin module to load first (one not installed as an entry point)",
+    )
 
 
 @pytest.fixture(scope="session")

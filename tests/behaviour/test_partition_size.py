@@ -1,9 +1,7 @@
-"""Holding a partition to its ``partition_size`` without losing what nobody processed.
-
-Every test runs on ``memory://`` and a real redis-server (and, through
-tests/rediscluster/test_partition_size_suite.py, on a Redis Cluster). A consumer group is
-driven by hand through the store's coordination (read, acknowledge), so each test says
-exactly which entries a processor has read and acknowledged.
+"""What a send does with a full partition: the core's part, on ``memory://`` and a real
+redis-server. The store's part (holding a partition to its size, refusing what does not
+fit, dropping the oldest) is the contract suite's, on every store:
+tests/contract/test_log_size.py.
 """
 
 from __future__ import annotations
@@ -65,9 +63,6 @@ class Group:
     async def backlog(self) -> tuple[int | None, int]:
         return (await self.store.admin().backlog([self.partition], GROUP))[self.partition]
 
-    async def lost(self) -> int:
-        return (await self.store.log.lost([self.partition], GROUP))[self.partition]
-
 
 async def length(app: App, stream: Stream) -> int:
     return (await app.store.admin().lengths([stream.partitions[0].id]))[stream.partitions[0].id]
@@ -77,16 +72,9 @@ async def send(stream: Stream, first: int, count: int) -> list[bytes]:
     return await stream.send(*[Ping(n=n) for n in range(first, first + count)])
 
 
-async def test_without_a_group_the_size_caps_the_partition(app: App) -> None:
+async def test_a_refused_send_says_what_it_waited_for_and_that_nothing_is_in(app: App) -> None:
     stream = pings(app)
-    for start in range(0, 300, 30):
-        await send(stream, start, 30)
-    assert SIZE <= await length(app, stream) <= SIZE + 1
-
-
-async def test_unread_entries_are_kept_and_the_send_is_refused(app: App) -> None:
-    stream = pings(app)
-    group = await Group(app, stream).start()
+    await Group(app, stream).start()
     await send(stream, 0, SIZE)
     with pytest.raises(PartitionFull) as refused:
         await send(stream, SIZE, 2)
@@ -94,37 +82,6 @@ async def test_unread_entries_are_kept_and_the_send_is_refused(app: App) -> None
     assert refused.value.processor == GROUP
     assert refused.value.ids == [None, None]
     assert "full_timeout" in str(refused.value) and "nothing of this send" in str(refused.value)
-    assert await length(app, stream) == SIZE
-    assert await group.backlog() == (SIZE, 0)
-
-
-async def test_what_every_group_acknowledged_makes_room(app: App) -> None:
-    stream = pings(app)
-    group = await Group(app, stream).start()
-    first = await send(stream, 0, SIZE)
-    read = await group.read(50)
-    assert read == first[:50]
-    with pytest.raises(PartitionFull):  # read, not acknowledged: still needed
-        await send(stream, SIZE, 50)
-    await group.ack(read)
-    await send(stream, SIZE, 50)
-    assert SIZE <= await length(app, stream) <= SIZE + 1
-    assert await group.backlog() == (SIZE - 50 + 50, 0)
-    assert await group.lost() == 0
-
-
-async def test_the_slowest_of_several_groups_is_named(app: App) -> None:
-    stream = pings(app)
-    fast = await Group(app, stream).start()
-    slow = Group(app, stream)
-    slow.coordination = app.store.coordination(app.name, stream.name, "laggard")
-    await app.store.log.ensure_group([slow.partition], "laggard")
-    ids = await send(stream, 0, SIZE)
-    await fast.ack(await fast.read(SIZE))
-    with pytest.raises(PartitionFull) as refused:
-        await send(stream, SIZE, 10)
-    assert refused.value.processor == "laggard"
-    assert ids
 
 
 async def test_a_waiting_send_goes_in_once_the_processor_makes_room(
@@ -152,28 +109,3 @@ async def test_a_send_bigger_than_the_size_is_refused_at_once(app: App) -> None:
     with pytest.raises(PartitionFull, match="smaller batches"):
         await send(stream, 0, SIZE + 50)
     assert await length(app, stream) == 0
-
-
-async def test_drop_oldest_counts_what_a_group_never_read(app: App) -> None:
-    stream = pings(app, on_full="drop_oldest")
-    group = await Group(app, stream).start()
-    await send(stream, 0, SIZE)
-    read = await group.read(10)  # delivered, not acknowledged: not counted when trimmed
-    await send(stream, SIZE, 50)
-    assert await length(app, stream) == SIZE
-    assert await group.lost() == 40  # the 50 oldest went: 10 read, 40 never read
-    assert await group.backlog() == (SIZE, 10)  # the lag no longer counts the lost ones
-    got = await group.read(1000)
-    assert len(got) == SIZE
-    await group.ack(got)
-    assert await group.backlog() == (0, 10)
-    assert read
-
-
-async def test_drop_oldest_without_a_group_counts_nothing(app: App) -> None:
-    stream = pings(app, on_full="drop_oldest")
-    await send(stream, 0, 3 * SIZE)
-    assert SIZE <= await length(app, stream) <= SIZE + 1
-    assert (await app.store.log.lost([stream.partitions[0].id], GROUP)) == {
-        stream.partitions[0].id: 0
-    }

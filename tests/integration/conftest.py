@@ -7,20 +7,30 @@ fixtures. Timeouts here only bound a hung test; no test asserts on how long anyt
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+import pytest
 import redis
 
 from runnel import App, Record, Stream
 from runnel.processor import Processor
 from runnel.runtime.worker import Worker
+from runnel_redis.transport import RedisTransport
 
 HANG_GUARD = 20.0
 """Upper bound for any single wait; reaching it means the test hung."""
 
 FAST = {"default_read_timeout": 100, "default_grace_period": 5, "default_join_delay": 0}
 """Short blocking reads so that a graceful stop never waits long for the fetcher."""
+
+
+@pytest.fixture
+async def transport(redis_url: str) -> AsyncIterator[RedisTransport]:
+    """The Redis store of the session's server, driven directly."""
+    t = RedisTransport(redis_url)
+    yield t
+    await t.aclose()
 
 
 def dump_tasks() -> None:

@@ -1,17 +1,16 @@
 """Several executors of one processor: locks, heartbeats, membership, fencing, leadership.
 
-The first tests drive :class:`RedisCoordination` and :class:`RedisLeadership` directly;
-the others run two in-process workers of one app against the same Redis. No test asserts
-on how long anything took: waits poll until a condition holds (or the hang guard fires).
+Two in-process workers of one app run against the same Redis. What a store must do for
+them is the contract suite's (tests/contract); the keys Redis keeps it in are looked at
+in test_redis_coordination.py. No test asserts on how long anything took: waits poll
+until a condition holds (or the hang guard fires).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -21,20 +20,21 @@ from runnel import App, Record, Stream
 from runnel.exceptions import Unavailable
 from runnel.processing.executor import Executor
 from runnel.runtime.worker import Worker
-from runnel.store.coordination import Member, Members
-from runnel.store.log import NEW, PENDING, PartitionId
-from runnel_redis import keys, resp
-from runnel_redis.coordination import RedisCoordination
 from runnel_redis.transport import RedisTransport
 
-from .conftest import HANG_GUARD, Running, eventually, keys_by_partition, make_app
-from .conftest import pending_ids as redis_pending_ids
+from .conftest import Running, eventually, keys_by_partition, make_app
+from .coordination_keys import (
+    COUNT,
+    PROC,
+    STREAM,
+    beat_key,
+    coordination,
+    lock_key,
+    lock_owners,
+    membership,
+    poll,
+)
 
-STREAM = "pings"
-PROC = "proc"
-COUNT = 8
-GROUP = PROC  # consumer groups are named after processors
-CONSUMER = "runnel"
 MULTI = {"default_lock_expiry": 2, "default_join_delay": 0, "default_read_timeout": 100}
 
 
@@ -45,355 +45,6 @@ class Ping(Record):
 
 Seen = list[tuple[str, int, str, int, float]]
 """(worker tag, partition number, record key, record n, time.monotonic() when processed)"""
-
-
-@pytest.fixture
-async def transport(redis_url: str) -> AsyncIterator[RedisTransport]:
-    t = RedisTransport(redis_url)
-    yield t
-    await t.aclose()
-
-
-def lock_key(app: str, n: int | str) -> str:
-    return f"__lock:{app}.{STREAM}.{PROC}.{n}"
-
-
-def beat_key(app: str, owner: str) -> str:
-    return f"__beat:{app}.{STREAM}.{PROC}.{owner}"
-
-
-def membership(client: redis.Redis, app: str) -> dict[str, Any]:
-    raw = client.get(f"__memb:{app}.{STREAM}.{PROC}")
-    return json.loads(raw) if raw else {}
-
-
-def lock_owners(client: redis.Redis, app: str) -> dict[int, str | None]:
-    values = client.mget([lock_key(app, n) for n in range(COUNT)])
-    return {n: v.decode() if v else None for n, v in enumerate(values)}
-
-
-def stream_key(app: str, n: int) -> PartitionId:
-    return PartitionId(app, STREAM, n)
-
-
-def pending_ids(client: redis.Redis, partition: PartitionId, group: str) -> list[bytes]:
-    return redis_pending_ids(client, keys.partition(*partition), group)
-
-
-class ByNumber:
-    """The real coordination, its lock methods called with partition numbers (as these
-    tests name partitions) rather than :class:`PartitionId`\\ s."""
-
-    def __init__(self, inner: RedisCoordination, app: str) -> None:
-        self.inner, self.app = inner, app
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def _ids(self, numbers: Any) -> list[PartitionId]:
-        return [PartitionId(self.app, STREAM, n) for n in numbers]
-
-    async def acquire(self, owner: str, numbers: list[int], ttl_ms: int) -> set[int]:
-        return {p.number for p in await self.inner.acquire(owner, self._ids(numbers), ttl_ms)}
-
-    async def release(self, owner: str, numbers: list[int]) -> None:
-        await self.inner.release(owner, self._ids(numbers))
-
-    async def beat(self, owner: str, numbers: list[int], ttl_ms: int) -> set[int]:
-        return {p.number for p in await self.inner.beat(owner, self._ids(numbers), ttl_ms)}
-
-    async def lock_owners(self, count: int) -> dict[int, str | None]:
-        owners = await self.inner.lock_owners(self._ids(range(count)))
-        return {p.number: owner for p, owner in owners.items()}
-
-    def lock_key(self, number: int) -> str:
-        return self.inner.lock_key(PartitionId(self.app, STREAM, number))
-
-
-def coordination(transport: RedisTransport, app: str) -> ByNumber:
-    return ByNumber(transport.coordination(app, STREAM, PROC), app)
-
-
-async def poll(check: Callable[[], Any], what: str) -> None:
-    """Await ``check()`` until it is truthy (the hang guard bounds the wait)."""
-    async with asyncio.timeout(HANG_GUARD):
-        while True:
-            if await check():
-                return
-            await asyncio.sleep(0.01)
-
-
-# Coordination primitives.
-
-
-async def test_acquire_takes_free_locks_refreshes_own_and_refuses_others(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    c = coordination(transport, app_name)
-    assert await c.acquire("a", [0, 1, 2], 10_000) == {0, 1, 2}
-    assert await c.acquire("b", [1, 2, 3], 10_000) == {3}
-    assert await c.acquire("b", [], 10_000) == set()
-    assert redis_client.get(lock_key(app_name, 1)) == b"a"
-    assert 0 < redis_client.pttl(lock_key(app_name, 3)) <= 10_000
-
-    # Our own lock is refreshed...
-    redis_client.pexpire(lock_key(app_name, 0), 1_000)
-    assert await c.acquire("a", [0], 600_000) == {0}
-    assert redis_client.pttl(lock_key(app_name, 0)) > 1_000
-    # ...someone else's is neither taken nor extended.
-    redis_client.pexpire(lock_key(app_name, 1), 50_000)
-    assert await c.acquire("b", [1], 600_000) == set()
-    assert redis_client.get(lock_key(app_name, 1)) == b"a"
-    assert redis_client.pttl(lock_key(app_name, 1)) <= 50_000
-
-    assert await c.lock_owners(5) == {0: "a", 1: "a", 2: "a", 3: "b", 4: None}
-
-    # Release deletes only what the caller holds.
-    await c.release("a", [0, 3])
-    assert await c.lock_owners(4) == {0: None, 1: "a", 2: "a", 3: "b"}
-    await c.release("b", [1, 2, 3])
-    assert await c.lock_owners(4) == {0: None, 1: "a", 2: "a", 3: None}
-    await c.release("a", [])
-    assert await c.lock_owners(4) == {0: None, 1: "a", 2: "a", 3: None}
-
-    # A released lock is free for anyone.
-    assert await c.acquire("b", [0, 1, 3], 10_000) == {0, 3}
-
-
-async def test_beat_refreshes_the_heartbeat_and_reports_the_locks_still_ours(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    c = coordination(transport, app_name)
-    assert await c.acquire("a", [0, 1], 10_000) == {0, 1}
-    assert await c.acquire("b", [2], 10_000) == {2}
-    assert await c.alive(["a", "b"]) == set()
-
-    redis_client.pexpire(lock_key(app_name, 0), 1_000)
-    redis_client.pexpire(lock_key(app_name, 2), 5_000)
-    assert await c.beat("a", [0, 1, 2, 3], 30_000) == {0, 1}
-    assert redis_client.get(beat_key(app_name, "a")) == b"a"
-    assert 0 < redis_client.pttl(beat_key(app_name, "a")) <= 30_000
-    assert redis_client.pttl(lock_key(app_name, 0)) > 1_000  # ours: extended
-    assert redis_client.pttl(lock_key(app_name, 2)) <= 5_000  # b's: left alone
-    # A beat takes no free lock.
-    assert await c.lock_owners(4) == {0: "a", 1: "a", 2: "b", 3: None}
-    assert await c.alive(["a", "b", "nobody"]) == {"a"}
-
-    # A lock someone else took meanwhile is reported as no longer ours.
-    redis_client.delete(lock_key(app_name, 1))
-    assert await c.acquire("b", [1], 10_000) == {1}
-    assert await c.beat("a", [0, 1], 30_000) == {0}
-    assert await c.beat("a", [], 30_000) == set()
-
-    # alive() follows heartbeat expiry.
-    assert await c.beat("b", [], 60_000) == set()
-    assert await c.alive(["a", "b"]) == {"a", "b"}
-    assert await c.alive([]) == set()
-    await c.beat("b", [], 100)  # a short ttl: b stops beating now
-    assert 0 < redis_client.pttl(beat_key(app_name, "b")) <= 100
-
-    async def b_expired() -> bool:
-        return await c.alive(["a", "b"]) == {"a"}
-
-    await poll(b_expired, "b's heartbeat expired")
-    assert not redis_client.exists(beat_key(app_name, "b"))
-    await c.beat("b", [2], 60_000)  # beating again: alive again
-    assert await c.alive(["a", "b"]) == {"a", "b"}
-
-
-async def test_change_members_is_serialized_by_the_admin_lock(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    c = coordination(transport, app_name)
-    admin = lock_key(app_name, "admin")
-    control = f"__ctrl:{app_name}.{STREAM}.{PROC}"
-    assert await c.members() == {}
-
-    def append(i: int) -> Callable[[Members], Members]:
-        def change(members: Members) -> Members:
-            log = members.get("log", Member())
-            return {**members, "log": Member(partitions=[*log.partitions, i])}
-
-        return change
-
-    # 20 concurrent read-modify-writes: without the lock most appends would be lost.
-    results = await asyncio.gather(
-        *(c.change_members(append(i), f"reason{i}", f"e{i}") for i in range(20))
-    )
-    for i, members in enumerate(results):
-        assert members["log"].partitions[-1] == i  # each call returns its own result
-    items = membership(redis_client, app_name)["log"]["partitions"]
-    assert sorted(items) == list(range(20))
-    assert {k: m.to_json() for k, m in (await c.members()).items()} == membership(
-        redis_client, app_name
-    )
-    assert not redis_client.exists(admin)
-
-    # One control message per change.
-    messages = redis_client.xrange(control)
-    assert len(messages) == 20
-    assert {(m[b"reason"], m[b"executor"]) for _, m in messages} == {
-        (f"reason{i}".encode(), f"e{i}".encode()) for i in range(20)
-    }
-
-    # While someone else holds the admin lock, a change waits for it.
-    redis_client.set(admin, "someone", px=60_000)
-    waiting = asyncio.create_task(c.change_members(append(99), "blocked", "x"))
-    await asyncio.sleep(0.3)
-    assert not waiting.done()
-    assert 99 not in membership(redis_client, app_name)["log"]["partitions"]
-    assert redis_client.get(admin) == b"someone"
-    redis_client.delete(admin)
-    async with asyncio.timeout(HANG_GUARD):
-        members = await waiting
-    assert members["log"].partitions[-1] == 99
-    assert membership(redis_client, app_name) == {k: m.to_json() for k, m in members.items()}
-    assert redis_client.xlen(control) == 21
-
-    # A failing change writes nothing, announces nothing and frees the admin lock.
-    def broken(members: Members) -> Members:
-        raise ValueError("broken change")
-
-    with pytest.raises(ValueError, match="broken change"):
-        await c.change_members(broken, "broken", "x")
-    assert membership(redis_client, app_name) == {k: m.to_json() for k, m in members.items()}
-    assert redis_client.xlen(control) == 21
-    assert not redis_client.exists(admin)
-
-
-async def test_control_returns_the_messages_after_a_position(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    c = coordination(transport, app_name)
-    assert await c.control_tail() == b"0-0"
-    assert await c.control(b"0-0", 50) == (b"0-0", [])
-
-    await c.announce("join", "e1")
-    await c.change_members(lambda m: {**m, "e2": Member()}, "leave", "e2")
-    first, second = (xid for xid, _ in redis_client.xrange(f"__ctrl:{app_name}.{STREAM}.{PROC}"))
-    assert await c.control_tail() == second
-
-    assert await c.control(b"0-0", 50) == (
-        second,
-        [{"reason": "join", "executor": "e1"}, {"reason": "leave", "executor": "e2"}],
-    )
-    assert await c.control(first, 50) == (second, [{"reason": "leave", "executor": "e2"}])
-    assert await c.control(second, 50) == (second, [])
-
-    # A blocked reader gets a message announced while it waits.
-    waiting = asyncio.create_task(c.control(second, 5_000))
-    await asyncio.sleep(0.05)
-    await c.announce("dead", "e3")
-    async with asyncio.timeout(HANG_GUARD):
-        position, messages = await waiting
-    assert messages == [{"reason": "dead", "executor": "e3"}]
-    assert position == await c.control_tail()
-
-
-# Fencing.
-
-
-async def _partitions_with_entries(
-    transport: RedisTransport, app: str, n: int
-) -> list[PartitionId]:
-    streams = [stream_key(app, p) for p in range(n)]
-    await transport.ensure_group(streams, GROUP)
-    for key in streams:
-        await transport.append([(key, {b"n": str(i).encode()}) for i in range(3)])
-    return streams
-
-
-@pytest.mark.parametrize("count", [3, 100])
-async def test_fenced_read_and_ack_only_on_partitions_we_hold(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis, count: int
-) -> None:
-    c = coordination(transport, app_name)
-    k0, k1, k2 = await _partitions_with_entries(transport, app_name, 3)
-    assert await c.acquire("a", [0], 30_000) == {0}
-    assert await c.acquire("b", [1], 30_000) == {1}  # partition 2: nobody's
-
-    result = await c.read("a", CONSUMER, {k0: NEW, k1: NEW, k2: NEW}, count)
-    assert result.lost == [k1, k2]
-    assert [key for key, _ in result.entries] == [k0]
-    assert [fields[b"n"] for _, fields in result.entries[0][1]] == [b"0", b"1", b"2"]
-    ids0 = [xid for xid, _ in result.entries[0][1]]
-    assert pending_ids(redis_client, k0, GROUP) == ids0
-    assert pending_ids(redis_client, k1, GROUP) == []  # nothing was delivered
-    assert pending_ids(redis_client, k2, GROUP) == []
-
-    # Nothing held at all: nothing read.
-    result = await c.read("a", CONSUMER, {k1: NEW}, count)
-    assert (result.entries, result.lost) == ([], [k1])
-    assert pending_ids(redis_client, k1, GROUP) == []
-
-    result = await c.read("b", CONSUMER, {k1: NEW}, count)
-    assert result.lost == []
-    ids1 = [xid for xid, _ in result.entries[0][1]]
-    assert len(ids1) == 3
-
-    # Acknowledging on someone else's partition: refused, the entries stay pending.
-    assert await c.ack("a", {k1: ids1}) == [k1]
-    assert pending_ids(redis_client, k1, GROUP) == ids1
-    # Several partitions at once: ours are acknowledged, the other is refused.
-    assert await c.ack("a", {k0: ids0[:1], k1: ids1}) == [k1]
-    assert pending_ids(redis_client, k0, GROUP) == ids0[1:]
-    assert pending_ids(redis_client, k1, GROUP) == ids1
-    assert await c.ack("a", {k0: ids0[1:]}) == []
-    assert pending_ids(redis_client, k0, GROUP) == []
-    # The holder can acknowledge.
-    assert await c.ack("b", {k1: ids1}) == []
-    assert pending_ids(redis_client, k1, GROUP) == []
-
-
-async def test_fenced_ack_of_many_ids_goes_in_chunks(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    c = coordination(transport, app_name)
-    k0, k1 = (stream_key(app_name, p) for p in range(2))
-    await transport.ensure_group([k0, k1], GROUP)
-    for key in (k0, k1):
-        await transport.append([(key, {b"n": str(i).encode()}) for i in range(2500)])
-    assert await c.acquire("a", [0], 30_000) == {0}
-    assert await c.acquire("b", [1], 30_000) == {1}
-    ids = {}
-    for owner, key in (("a", k0), ("b", k1)):
-        result = await c.read(owner, CONSUMER, {key: NEW}, 5000)
-        ids[key] = [xid for xid, _ in result.entries[0][1]]
-        assert len(ids[key]) == 2500
-
-    assert await c.ack("a", {k1: ids[k1]}) == [k1]
-    assert len(pending_ids(redis_client, k1, GROUP)) == 2500
-    assert await c.ack("a", {k0: ids[k0], k1: ids[k1]}) == [k1]
-    assert pending_ids(redis_client, k0, GROUP) == []
-    assert len(pending_ids(redis_client, k1, GROUP)) == 2500
-    assert await c.ack("b", {k1: ids[k1]}) == []
-    assert pending_ids(redis_client, k1, GROUP) == []
-
-
-async def test_an_old_owner_cannot_ack_after_its_lock_expired_and_was_taken(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    c = coordination(transport, app_name)
-    [k0] = await _partitions_with_entries(transport, app_name, 1)
-    assert await c.acquire("a", [0], 200) == {0}
-    result = await c.read("a", CONSUMER, {k0: NEW}, 10)
-    ids = [xid for xid, _ in result.entries[0][1]]
-    assert len(ids) == 3
-
-    await eventually(lambda: not redis_client.exists(lock_key(app_name, 0)), "a's lock expired")
-    assert await c.acquire("b", [0], 30_000) == {0}
-
-    assert await c.ack("a", {k0: ids}) == [k0]
-    assert pending_ids(redis_client, k0, GROUP) == ids
-    assert (await c.read("a", CONSUMER, {k0: PENDING}, 10)).lost == [k0]
-    assert await c.beat("a", [0], 30_000) == set()
-    assert await c.lock_owners(1) == {0: "b"}
-
-    # The new owner reads the unacknowledged entries again and acknowledges them.
-    result = await c.read("b", CONSUMER, {k0: PENDING}, 10)
-    assert [xid for xid, _ in result.entries[0][1]] == ids
-    assert await c.ack("b", {k0: ids}) == []
-    assert pending_ids(redis_client, k0, GROUP) == []
 
 
 # Two in-process workers.
@@ -686,33 +337,6 @@ async def test_acquiring_a_lock_does_not_renew_the_lease_of_locks_lost_meanwhile
 # Leadership.
 
 
-async def test_leadership_claim_resign_and_leader(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    election = transport.leadership(app_name)
-    other = transport.leadership(app_name)
-    assert await election.leader() is None
-    assert await election.claim("a", 10_000)
-    assert not await other.claim("b", 10_000)
-    assert await other.leader() == "a"
-    assert redis_client.get(f"__lead:{app_name}") == b"a"
-
-    redis_client.pexpire(f"__lead:{app_name}", 1_000)
-    assert await election.claim("a", 600_000)  # staying leader refreshes the claim
-    assert redis_client.pttl(f"__lead:{app_name}") > 1_000
-
-    await other.resign("b")  # not the leader: nothing happens
-    assert await election.leader() == "a"
-    await election.resign("a")
-    assert await election.leader() is None
-    assert await other.claim("b", 100)
-    assert not await election.claim("a", 10_000)
-    await eventually(lambda: not redis_client.exists(f"__lead:{app_name}"), "b's claim expired")
-    assert await election.leader() is None
-    assert await election.claim("a", 10_000)
-    assert await election.leader() == "a"
-
-
 async def test_leader_jobs_run_on_one_worker_at_a_time_and_move_when_it_stops(
     redis_url: str, app_name: str, redis_client: redis.Redis
 ) -> None:
@@ -804,91 +428,3 @@ async def test_stop_while_joining_waits_for_no_admin_lock(
     assert redis_client.get(admin) == b"someone"
     assert membership(redis_client, app_name) == {}
     assert not e.runner.owned
-
-
-async def test_read_is_refused_when_a_lock_changes_between_check_and_read(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    """The WATCH half of the fence: a lock taken over after the check (here by a command
-    slipped in right after it, as a stand-in for another process) and Redis refuses the
-    read; the next attempt's check sees the lock is gone."""
-    c = coordination(transport, app_name)
-    [k0] = await _partitions_with_entries(transport, app_name, 1)
-    assert await c.acquire("a", [0], 30_000) == {0}
-    lock = c.lock_key(0)
-    exchanges: list[list] = []
-    real = c.inner._exchange
-    multi = resp.command("MULTI")
-
-    async def stealing(packed: bytes, replies: int) -> list:
-        if not exchanges:  # once: after the check, "b" takes the lock
-            packed = packed.replace(multi, resp.command("SET", lock, "b") + multi, 1)
-            replies += 1
-        got = await real(packed, replies)
-        exchanges.append(got)
-        return got
-
-    c.inner._exchange = stealing  # type: ignore[method-assign]
-    result = await c.read("a", CONSUMER, {k0: NEW}, 10)
-    assert exchanges[0][1] == [1]  # the check passed...
-    assert exchanges[0][-1] is None  # ...and Redis refused the read all the same
-    assert exchanges[1][1] == [0]  # the second attempt's check saw it
-    assert (result.entries, result.lost) == ([], [k0])
-    assert pending_ids(redis_client, k0, GROUP) == []
-    assert redis_client.get(lock) == b"b"
-
-
-async def test_read_leaves_other_locks_as_they_were(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    """The check touches locks that are not ours only so that Redis refuses the read: a
-    lock held by another keeps its holder and its expiry, a free one stays free, and
-    neither partition has anything delivered."""
-    c = coordination(transport, app_name)
-    k0, k1, k2 = await _partitions_with_entries(transport, app_name, 3)
-    assert await c.acquire("a", [0], 30_000) == {0}
-    assert await c.acquire("b", [1], 30_000) == {1}
-    for others in ({k1: NEW}, {k2: NEW}, {k1: NEW, k2: NEW}):
-        result = await c.read("a", CONSUMER, {k0: PENDING, **others}, 10)
-        assert result.lost == list(others)
-        assert [key for key, _ in result.entries] == [k0]
-    assert redis_client.get(c.lock_key(1)) == b"b"
-    assert 29_000 < redis_client.pttl(c.lock_key(1)) <= 30_000
-    assert not redis_client.exists(c.lock_key(2))
-    assert pending_ids(redis_client, k1, GROUP) == []
-    assert pending_ids(redis_client, k2, GROUP) == []
-
-
-async def test_read_errors_are_raised(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    """A partition without its consumer group: the error inside the transaction is
-    raised (the fetcher retries), and reading works again once the group is there."""
-    c = coordination(transport, app_name)
-    assert await c.acquire("a", [0], 30_000) == {0}
-    key = stream_key(app_name, 0)
-    redis_client.xadd(keys.partition(*key), {"n": "0"})  # a stream, but no group
-    with pytest.raises(redis.ResponseError, match="NOGROUP"):
-        await c.read("a", CONSUMER, {key: NEW}, 10)
-    await transport.ensure_group([key], GROUP)
-    result = await c.read("a", CONSUMER, {key: NEW}, 10)
-    assert [len(entries) for _, entries in result.entries] == [1]
-
-
-async def test_acknowledging_thousands_of_ids_at_once(
-    transport: RedisTransport, app_name: str, redis_client: redis.Redis
-) -> None:
-    """More ids for one partition than the script passes to one XACK (1000), next to a
-    partition with a few: all acknowledged."""
-    c = coordination(transport, app_name)
-    k0, k1 = (stream_key(app_name, p) for p in range(2))
-    await transport.ensure_group([k0, k1], GROUP)
-    await transport.append([(k0, {b"n": str(i).encode()}) for i in range(2500)])
-    await transport.append([(k1, {b"n": b"x"}), (k1, {b"n": b"y"})])
-    assert await c.acquire("a", [0, 1], 30_000) == {0, 1}
-    result = await c.read("a", CONSUMER, {k0: NEW, k1: NEW}, 5000)
-    ids = {key: [xid for xid, _ in entries] for key, entries in result.entries}
-    assert [len(ids[k0]), len(ids[k1])] == [2500, 2]
-    assert await c.ack("a", ids) == []
-    assert pending_ids(redis_client, k0, GROUP) == []
-    assert pending_ids(redis_client, k1, GROUP) == []

@@ -177,9 +177,13 @@ class RedisTransport(Backend, Log, LogAdmin):
         async with self.redis.pipeline(transaction=False) as pipe:
             for partition in partitions:
                 pipe.xinfo_groups(self.partition_key(partition))
-            replies = await pipe.execute()
+            replies = await pipe.execute(raise_on_error=False)
         out = {}
         for partition, groups in zip(partitions, replies, strict=True):
+            if isinstance(groups, ResponseError) and "no such key" in str(groups):
+                continue  # no partition yet, so no group on it: left out, as one without
+            if isinstance(groups, Exception):
+                raise groups
             for info in groups:
                 if _text(info["name"]) == group:
                     out[partition] = info["last-delivered-id"]

@@ -74,7 +74,11 @@ class MemoryLog(Log, LogAdmin):
     async def lost(self, partitions: Sequence[PartitionId], group: str) -> dict[PartitionId, int]:
         with self.server.lock:
             logs = self.server.logs
-            return {p: (log.lost.get(group, 0) if (log := logs.get(p)) else 0) for p in partitions}
+            # "is not None": an empty log (all its entries trimmed or removed) is falsy.
+            return {
+                p: (log.lost.get(group, 0) if (log := logs.get(p)) is not None else 0)
+                for p in partitions
+            }
 
     async def count_lost(self, partition: PartitionId, group: str, count: int) -> None:
         with self.server.lock:

@@ -113,7 +113,8 @@ class Log(abc.ABC):
     async def last_delivered(
         self, partitions: Sequence[PartitionId], group: str
     ) -> dict[PartitionId, bytes]:
-        """The id of the newest entry delivered to ``group`` on each partition."""
+        """The id of the newest entry delivered to ``group`` on each partition; a
+        partition without the group (or never made) is left out."""
 
     @abc.abstractmethod
     async def wait_for_new(self, after: Mapping[PartitionId, bytes | None], block_ms: int) -> bool:

@@ -1,33 +1,26 @@
-"""The job store contract, driven call by call on both stores: the in-memory store must
-answer every call as the Redis store (with its Lua scripts) does."""
+"""JobStore: the job queue's state, driven call by call; every store must answer every
+call as the others do (docs/plugins.md, "A store for jobs", lists the properties)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
 from runnel.jobs import JobStatus, ManualClock
 from runnel.jobs.codec import error_item
 from runnel.jobs.model import ErrorInfo, NewJob, Outcome
-from runnel.memory.jobs import JobQueueState, MemoryJobStore
-from runnel.store.jobs import JobStore
-from runnel_redis.transport import RedisTransport
+from runnel.store import Backend, JobStore
+from tests.contract.support import RealTime
 
 T0 = 1_700_000_000.0
 TTL = 60.0
 BOOM = ErrorInfo("ValueError", "boom", "Traceback...")
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest, app_name: str) -> AsyncIterator[JobStore]:
-    if request.param == "memory":
-        yield MemoryJobStore(JobQueueState())
-        return
-    transport = RedisTransport(request.getfixturevalue("redis_url"))
-    yield transport.job_store(app_name)
-    await transport.aclose()
+@pytest.fixture
+def store(backend: Backend, app: str) -> JobStore:
+    return backend.job_store(app)
 
 
 def new(job_id: str, due: float | None = None, retries: int = 2) -> NewJob:
@@ -209,3 +202,22 @@ async def test_wait_result_blocks_until_the_result(store: JobStore) -> None:
     [d] = await store.take("e1", 1, 0, ManualClock(T0))
     await store.finish("e1", [Outcome("success", d.ticket, d.id, T0, result=b"v1")], TTL)
     assert await asyncio.wait_for(waiter, 10) == b"v1"
+
+
+async def test_an_executor_that_stops_beating_is_presumed_dead(store: JobStore) -> None:
+    """Heartbeats expire by the store's own clock: let real time pass."""
+    await store.prepare()
+    await store.enqueue([new("a")])
+    await store.beat("e1", {"pid": 1}, 0.3)
+    [d] = await store.take("e1", 1, 0, ManualClock(T0))
+    retry = Outcome("retry", d.ticket, d.id, T0, error=BOOM, due=T0)
+    assert await store.finish("e1", [retry], TTL, only_if_dead=True) == ["a"]
+
+    async def dead() -> bool:
+        return [(e.id, e.alive) for e in await store.executors()] == [("e1", False)]
+
+    await RealTime().until(dead, "e1's heartbeat expired")
+    assert [a.id for a in await store.abandoned("e1", 10)] == ["a"]
+    assert await store.finish("e1", [retry], TTL, only_if_dead=True) == []
+    assert await store.status("a") == JobStatus.RETRY
+    assert await store.forget("e1")

@@ -1,5 +1,8 @@
 """Fixtures: a real Redis Cluster (not tests/cluster/, the multi-process worker suite).
 
+Registered for every test directory by tests/conftest.py, so that one session cluster
+serves tests/rediscluster and the store contract suite (tests/contract) alike.
+
 ``redis_cluster``: 3 masters for the whole session, emptied before each test that asks
 for it. ``redis_cluster_replicas``: 3 masters with a replica each, for failover tests;
 every node a test killed is brought back (as a replica) after it. A slot migration a test
