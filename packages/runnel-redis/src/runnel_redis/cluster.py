@@ -26,6 +26,7 @@ from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
 from runnel.store.coordination import ReadResult
 from runnel.store.log import Fields, PartitionId, Position
+from runnel.store.state import Commit
 from runnel.store.synclog import SyncLog
 from runnel.text import runs
 from runnel.urls import redact
@@ -36,6 +37,7 @@ from runnel_redis.coordination import (
     RedisLeadership,
     _add_entries,
     _redis_id,
+    commit_arguments,
 )
 from runnel_redis.errors import user_of
 from runnel_redis.jobs import RedisJobStore
@@ -488,6 +490,17 @@ class ClusterCoordination(RedisCoordination):
             lambda p: [owner, self.group, len(ids[p]), *ids[p]],
             True,
         )
+        _raise_first(replies)
+        return [p for p, lost in zip(partitions, replies, strict=True) if lost]
+
+    async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
+        """COMMIT per partition (its lock, stream and tables share its slot), one pipeline."""
+        partitions = list(commits)
+        calls = []
+        for p in partitions:
+            keys, args = commit_arguments(self, [p], commits)
+            calls.append(_eval(scripts.COMMIT, keys, [owner, self.group, *args]))
+        replies = await _pipelined(self._cluster, calls)
         _raise_first(replies)
         return [p for p, lost in zip(partitions, replies, strict=True) if lost]
 

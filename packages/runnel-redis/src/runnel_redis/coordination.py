@@ -25,9 +25,34 @@ from runnel.store.coordination import (
     members_to_json,
 )
 from runnel.store.log import PartitionId, Position
+from runnel.store.state import Commit
 from runnel_redis import resp, scripts
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
+
+
+def commit_arguments(
+    coordination: RedisCoordination,
+    partitions: Sequence[PartitionId],
+    commits: Mapping[PartitionId, Commit],
+) -> tuple[list[str], list[resp.Arg]]:
+    """KEYS and ARGV (after owner and group) of lua/commit.lua for these partitions."""
+    keys: list[str] = []
+    args: list[resp.Arg] = []
+    for p in partitions:
+        commit = commits[p]
+        keys += (coordination.lock_key(p), coordination.key_of(p))
+        args += (len(commit.writes), len(commit.ids), *commit.ids)
+        for table, values in commit.writes.items():
+            keys.append(coordination.table_key(table, p))
+            sets = [(k, v) for k, v in values.items() if v is not None]
+            dels = [k for k, v in values.items() if v is None]
+            args.append(len(sets))
+            for key, value in sets:
+                args += (key, value)
+            args += (len(dels), *dels)
+    return keys, args
+
 
 ADMIN_TTL_MS = 10_000
 ADMIN_WAIT = 0.05
@@ -61,6 +86,7 @@ class RedisCoordination(Coordination):
         self._announce = resp.Script(client, scripts.ANNOUNCE)
         self._eval_check_locks = _EVAL_CHECK_LOCKS
         self._fenced_read = resp.Script(client, scripts.FENCED_READ)
+        self._commit = resp.Script(client, scripts.COMMIT)
         # The same keys, group and owner go out in every read and acknowledgement:
         # packed once (RESP bulk strings), kept here.
         self._bulks: dict[str, bytes] = {}  # group, owner, consumer -> packed
@@ -324,6 +350,16 @@ class RedisCoordination(Coordination):
         if isinstance(lost, Exception):
             raise lost
         return [streams[i - 1] for i in lost]
+
+    async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
+        """COMMIT: every partition's writes and acknowledgements in one script call."""
+        partitions = list(commits)
+        keys, args = commit_arguments(self, partitions, commits)
+        reply = await self._commit(keys=keys, args=[owner, self.group, *args])
+        return [partitions[i - 1] for i in reply]
+
+    def table_key(self, table: str, partition: PartitionId) -> str:
+        return self.layout.table(self.app, self.stream, table, partition.number)
 
     # Quarantines.
 

@@ -13,6 +13,12 @@ def lost(app: str, stream: str, number: int) -> str:
     return f"__lost:{app}.{stream}.{number}"
 
 
+def table(app: str, table: str, number: int) -> str:
+    """A table's state on partition ``number`` of its source stream: a hash of encoded
+    keys to encoded values (not a runnel 0.1 key)."""
+    return f"__tabl:{app}.{table}.{number}"
+
+
 def membership(app: str, stream: str, processor: str) -> str:
     return f"__memb:{app}.{stream}.{processor}"
 

@@ -44,6 +44,10 @@ class KeyLayout(ABC):
     def partition(self, app: str, stream: str, number: int) -> str: ...
 
     @abstractmethod
+    def table(self, app: str, stream: str, table: str, number: int) -> str:
+        """A table's hash for partition ``number`` of its source stream (same slot)."""
+
+    @abstractmethod
     def lost(self, app: str, stream: str, number: int) -> str:
         """The partition's count of entries trimmed unread, per group (same slot)."""
 
@@ -110,6 +114,9 @@ class Classic(KeyLayout):
 
     def lost(self, app: str, stream: str, number: int) -> str:
         return keys.lost(app, stream, number)
+
+    def table(self, app: str, stream: str, table: str, number: int) -> str:
+        return keys.table(app, table, number)
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return keys.membership(app, stream, processor)
@@ -196,6 +203,9 @@ class Cluster(KeyLayout):
 
     def lost(self, app: str, stream: str, number: int) -> str:
         return f"__lost:{{{self.partition_tag(app, stream, number)}}}"
+
+    def table(self, app: str, stream: str, table: str, number: int) -> str:
+        return f"__tabl:{{{self.partition_tag(app, stream, number)}}}.{table}"
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return f"__memb:{{{self.processor_tag(app, stream, processor)}}}"

@@ -60,6 +60,9 @@ APPEND = lua("room") + lua("append")
 APPEND_AT = lua("room") + lua("append_at")
 
 # The job queue (jobs.py).
+# Committing table writes with their acknowledgements (tables: runnel/store/state.py).
+COMMIT = lua("commit")
+
 JOB_ENQUEUE = lua("job_enqueue")
 JOB_TAKE = lua("job_take")
 JOB_FINISH = lua("job_finish")

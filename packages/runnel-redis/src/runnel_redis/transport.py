@@ -23,6 +23,7 @@ from runnel_redis.replicas import check_replicated
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded
 from runnel_redis.synclog import RedisLog
+from runnel_redis.tables import RedisTableStore
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
@@ -324,6 +325,9 @@ class RedisTransport(Backend, Log, LogAdmin):
         store = RedisJobStore(self.redis, app, self.layout)
         store.wait_replicas, store.wait_timeout_ms = self.wait_replicas, self.wait_timeout_ms
         return store
+
+    def table_store(self, app: str) -> RedisTableStore:
+        return RedisTableStore(self.redis, self.layout)
 
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
         return RedisSchemaStore(self.redis, app, stream, self.layout)

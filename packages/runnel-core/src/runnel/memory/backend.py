@@ -16,6 +16,7 @@ from runnel.memory.jobs import MemoryJobStore
 from runnel.memory.log import MemoryLog
 from runnel.memory.schemas import MemorySchemaStore
 from runnel.memory.server import MemoryServer, server
+from runnel.memory.tables import MemoryTableStore
 from runnel.store.backend import Backend
 
 
@@ -48,6 +49,9 @@ class MemoryBackend(Backend):
 
     def schema_store(self, app: str, stream: str) -> MemorySchemaStore:
         return MemorySchemaStore(self.server, app, stream)
+
+    def table_store(self, app: str) -> MemoryTableStore:
+        return MemoryTableStore(self.server)
 
     def admin(self) -> MemoryLog:
         return self.log

@@ -33,6 +33,7 @@ from runnel.store.coordination import (
     members_to_json,
 )
 from runnel.store.log import Entry, PartitionId, Position
+from runnel.store.state import Commit
 
 CONTROL_MAXLEN = 1000
 CONTROL_COUNT = 100
@@ -183,6 +184,20 @@ class MemoryCoordination(Coordination):
                 group = store.log(p).groups.get(self.group)
                 if group is not None:
                     ack(group, xids)
+        return lost
+
+    async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
+        store = self.server
+        lost = []
+        with store.lock:
+            for p, commit in commits.items():
+                if store.holder(self._lock(p)) != owner:
+                    lost.append(p)
+                    continue
+                group = store.log(p).groups.get(self.group)
+                if group is not None:
+                    ack(group, commit.ids)
+                store.write(p, commit.writes)
         return lost
 
     # Quarantines.

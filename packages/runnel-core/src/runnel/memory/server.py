@@ -17,6 +17,8 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from runnel.memory.logs import Id, PartitionLog
+from runnel.store.log import PartitionId
+from runnel.store.state import Writes
 
 T = TypeVar("T")
 log = logging.getLogger("runnel.memory")
@@ -41,6 +43,8 @@ class MemoryServer:
             Hashable, set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]
         ] = {}
         self._jobs: dict[str, Any] = {}  # app -> runnel.memory.jobs.JobQueueState
+        self.tables: dict[tuple[str, PartitionId], dict[bytes, bytes]] = {}
+        """Committed table state: (table, source partition) -> key -> value."""
 
     def __repr__(self) -> str:
         return f"<MemoryServer {self.name!r}>"
@@ -67,6 +71,23 @@ class MemoryServer:
         if found is None:
             found = self.logs[key] = PartitionLog()
         return found
+
+    def table(self, name: str, partition: PartitionId) -> dict[bytes, bytes]:
+        """One partition of a table (call with the lock held)."""
+        found = self.tables.get((name, partition))
+        if found is None:
+            found = self.tables[(name, partition)] = {}
+        return found
+
+    def write(self, partition: PartitionId, writes: Writes) -> None:
+        """Apply a commit's table writes (call with the lock held)."""
+        for name, values in writes.items():
+            table = self.table(name, partition)
+            for key, value in values.items():
+                if value is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = bytes(value)
 
     # Waiting and waking.
 

@@ -29,6 +29,7 @@ from runnel.store.log import (
 )
 from runnel.store.resolve import backend_for
 from runnel.store.schemas import Check, SchemaStore
+from runnel.store.state import Commit, TableStore, Writes
 from runnel.store.synclog import Entries, Extent, SyncLog
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "PENDING",
     "Backend",
     "Check",
+    "Commit",
     "Coordination",
     "Entries",
     "Entry",
@@ -53,6 +55,8 @@ __all__ = [
     "ReadResult",
     "SchemaStore",
     "SyncLog",
+    "TableStore",
+    "Writes",
     "admin_of",
     "backend_for",
     "trim_slack",

@@ -11,6 +11,7 @@ by side in this package:
                           the app's leader (coordination.py)
 :class:`JobStore`         the job queue (jobs.py)
 :class:`SchemaStore`      the writer schemas of a stream (schemas.py)
+:class:`TableStore`       optional: tables, committed with acknowledgements (state.py)
 :class:`LogAdmin`         optional: what the operating commands read and change
 :class:`SyncLog`          optional: synchronous, picklable access to the logs, for
                           engines with processes of their own (Spark) (synclog.py)
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from runnel.store.jobs import JobStore
     from runnel.store.log import Log, LogAdmin
     from runnel.store.schemas import SchemaStore
+    from runnel.store.state import TableStore
     from runnel.store.synclog import SyncLog
 
 
@@ -64,6 +66,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def schema_store(self, app: str, stream: str) -> SchemaStore:
         """Where the writer schemas of ``stream`` are kept (for Avro and the like)."""
+
+    def table_store(self, app: str) -> TableStore | None:
+        """The committed state of the app's tables, if the store keeps tables (its
+        coordination then commits table writes, :meth:`Coordination.commit`)."""
+        return None
 
     def admin(self) -> LogAdmin | None:
         """The operating commands' access to the logs, if the store offers it."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from runnel.exceptions import Misconfigured
 from runnel.store.log import Entry, PartitionId, Position
+from runnel.store.state import Commit
 
 
 @dataclass
@@ -157,6 +158,15 @@ class Coordination(abc.ABC):
         self, owner: str, ids: Mapping[PartitionId, Sequence[bytes]]
     ) -> list[PartitionId]:
         """Acknowledge on partitions we hold; return those we no longer hold (not acked)."""
+
+    async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
+        """Apply each partition's :class:`~runnel.store.state.Commit` (its acknowledgements
+        and its table writes together, all or none) on the partitions we hold; return
+        those we no longer hold (nothing of theirs applied). Applying a commit twice
+        leaves what once does (values are stored, not added to)."""
+        if any(c.writes for c in commits.values()):
+            raise Misconfigured(f"{type(self).__name__} cannot store tables")
+        return await self.ack(owner, {p: c.ids for p, c in commits.items()})
 
     # Quarantined partitions (ExceptionPolicy.QUARANTINE), kept where the CLI can see them.
 

@@ -1,0 +1,45 @@
+"""The state role of the ``memory://`` store: committed table values in this process."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from runnel.memory.server import MemoryServer
+from runnel.store.log import PartitionId
+from runnel.store.state import TableStore
+
+
+class MemoryTableStore(TableStore):
+    def __init__(self, server: MemoryServer) -> None:
+        self.server = server
+
+    async def get(
+        self, table: str, partition: PartitionId, keys: Sequence[bytes]
+    ) -> list[bytes | None]:
+        with self.server.lock:
+            found = self.server.tables.get((table, partition), {})
+            return [found.get(key) for key in keys]
+
+    async def scan(
+        self, table: str, partition: PartitionId, cursor: bytes, count: int
+    ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+        # Keys in their sorted order; the cursor is the last key returned (after a
+        # marker byte), so a scan goes on past it whatever came and went meanwhile.
+        with self.server.lock:
+            found = self.server.tables.get((table, partition), {})
+            keys = sorted(found)
+            start = bisect.bisect_right(keys, cursor[1:]) if cursor else 0
+            page = keys[start : start + count]
+            entries = [(key, found[key]) for key in page]
+        done = start + len(page) >= len(keys)
+        return (b"" if done else b">" + page[-1]), entries
+
+    async def sizes(self, table: str, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        with self.server.lock:
+            return {p: len(self.server.tables.get((table, p), {})) for p in partitions}
+
+    async def clear(self, table: str, partitions: Sequence[PartitionId]) -> None:
+        with self.server.lock:
+            for p in partitions:
+                self.server.tables.pop((table, p), None)

@@ -1,0 +1,61 @@
+"""The state role of a store: tables, committed together with acknowledgements.
+
+A table is a map of keys to values per partition of its source stream (co-partitioned:
+a key lives in the partition its stream routes it to). Keys and values cross this
+interface as bytes, encoded by the core. The processor's changes reach the store only in
+a :class:`Commit`, through :meth:`runnel.store.coordination.Coordination.commit`: the
+entries acknowledged and the table writes their handling made, applied in one step or not
+at all, and only while the committer holds the partition's lock. That is what makes a
+table exactly-once: after any crash, it equals the result of applying every acknowledged
+entry once.
+
+Reads here are of committed values, by anyone: the owner when a key is first needed, other
+processors and app code (a lookup), the CLI.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from runnel.store.log import PartitionId
+
+Writes = Mapping[str, Mapping[bytes, bytes | None]]
+"""Table name -> key -> the value to store, or None to delete the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One partition's step made permanent at once: ``ids`` acknowledged in the
+    processor's group, and ``writes`` (the tables' values after those entries) stored."""
+
+    ids: Sequence[bytes] = ()
+    writes: Writes = field(default_factory=dict)
+
+
+class TableStore(abc.ABC):
+    """The committed state of one app's tables, per source partition."""
+
+    @abc.abstractmethod
+    async def get(
+        self, table: str, partition: PartitionId, keys: Sequence[bytes]
+    ) -> list[bytes | None]:
+        """The committed values of ``keys`` (None for a key not stored), in order."""
+
+    @abc.abstractmethod
+    async def scan(
+        self, table: str, partition: PartitionId, cursor: bytes, count: int
+    ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+        """About ``count`` entries from ``cursor`` (``b""`` to start), in no particular
+        order, and the cursor to go on from: ``b""`` once every entry was returned.
+        Entries stored or deleted during a scan may or may not be returned; every other
+        entry is returned, once or (rarely, on some stores) more."""
+
+    @abc.abstractmethod
+    async def sizes(self, table: str, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        """How many keys each partition of the table holds."""
+
+    @abc.abstractmethod
+    async def clear(self, table: str, partitions: Sequence[PartitionId]) -> None:
+        """Delete every key of the table on these partitions."""

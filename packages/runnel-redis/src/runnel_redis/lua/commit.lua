@@ -1,0 +1,46 @@
+-- Commit what processing made of some partitions: per partition, its table writes and
+-- the acknowledgement of the entries that made them, together, only if we hold its lock.
+-- KEYS, per partition in turn: its lock, its stream, then the hash of each table it writes.
+-- ARGV: owner, group; then per partition in turn: how many tables it writes, how many ids,
+-- the ids; then per table: how many fields to set, the field/value pairs, how many fields
+-- to delete, the fields.
+-- Returns the 1-based indexes of the partitions whose lock we do not hold (nothing of
+-- theirs applied). A partition's writes go before its acknowledgement: the first write of
+-- a script is refused when Redis is out of memory, so a full Redis refuses the whole
+-- commit rather than acknowledging entries whose state it cannot keep.
+local owner, group = ARGV[1], ARGV[2]
+local lost = {}
+local k, a, n = 1, 3, 0
+local function each(first, last, command, key)
+  for from = first, last, 1000 do
+    redis.call(command, key, unpack(ARGV, from, math.min(from + 999, last)))
+  end
+end
+while a <= #ARGV do
+  n = n + 1
+  local lock, stream = KEYS[k], KEYS[k + 1]
+  local tables, ids = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local first_id = a + 2
+  local last_id = first_id + ids - 1
+  a = first_id + ids
+  local mine = redis.call('GET', lock) == owner
+  if not mine then lost[#lost + 1] = n end
+  for t = 1, tables do
+    local key = KEYS[k + 1 + t]
+    local sets = tonumber(ARGV[a])
+    local first_set = a + 1
+    a = first_set + 2 * sets
+    if mine and sets > 0 then each(first_set, a - 1, 'HSET', key) end
+    local dels = tonumber(ARGV[a])
+    local first_del = a + 1
+    a = first_del + dels
+    if mine and dels > 0 then each(first_del, a - 1, 'HDEL', key) end
+  end
+  if mine and ids > 0 then
+    for from = first_id, last_id, 1000 do
+      redis.call('XACK', stream, group, unpack(ARGV, from, math.min(from + 999, last_id)))
+    end
+  end
+  k = k + 2 + tables
+end
+return lost

@@ -1,0 +1,50 @@
+"""The state role on Redis: a table's partition is one hash, in its source partition's slot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from runnel.store.log import PartitionId
+from runnel.store.state import TableStore
+from runnel_redis.layout import KeyLayout
+from runnel_redis.seam import guarded
+
+
+@guarded
+class RedisTableStore(TableStore):
+    def __init__(self, client: Any, layout: KeyLayout) -> None:
+        self.redis = client
+        self.layout = layout
+
+    def key(self, table: str, partition: PartitionId) -> str:
+        app, stream, number = partition
+        return self.layout.table(app, stream, table, number)
+
+    async def get(
+        self, table: str, partition: PartitionId, keys: Sequence[bytes]
+    ) -> list[bytes | None]:
+        if not keys:
+            return []
+        return cast(list[bytes | None], await self.redis.hmget(self.key(table, partition), keys))
+
+    async def scan(
+        self, table: str, partition: PartitionId, cursor: bytes, count: int
+    ) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+        following, found = await self.redis.hscan(
+            self.key(table, partition), int(cursor or 0), count=count
+        )
+        return (b"" if int(following) == 0 else str(following).encode()), list(found.items())
+
+    async def sizes(self, table: str, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in partitions:
+                pipe.hlen(self.key(table, partition))
+            counts = await pipe.execute()
+        return {p: int(n) for p, n in zip(partitions, counts, strict=True)}
+
+    async def clear(self, table: str, partitions: Sequence[PartitionId]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in partitions:
+                pipe.delete(self.key(table, partition))
+            await pipe.execute()

@@ -1,0 +1,147 @@
+"""Tables: committed with the acknowledgement of the entries that changed them, all or
+none, and only by the holder of the partition's lock; read back by anyone."""
+
+from __future__ import annotations
+
+import pytest
+
+from runnel.store import (
+    NEW,
+    Backend,
+    Commit,
+    Coordination,
+    PartitionId,
+    TableStore,
+)
+from tests.contract.support import CONSUMER, GROUP, LONG, STREAM, fill, part, pending
+
+TABLE = "totals"
+
+
+def coordination(backend: Backend, app: str) -> Coordination:
+    return backend.coordination(app, STREAM, GROUP)
+
+
+@pytest.fixture
+def tables(backend: Backend, app: str) -> TableStore:
+    found = backend.table_store(app)
+    if found is None:
+        pytest.skip(f"optional part not offered: {type(backend).__name__}.table_store() is None")
+    return found
+
+
+async def delivered(backend: Backend, app: str, owner: str, n: int, count: int) -> list[bytes]:
+    """Partition ``n`` with ``count`` entries, read (not acknowledged) by ``owner``."""
+    p = part(app, n)
+    await backend.log.ensure_group([p], GROUP)
+    await fill(backend.log, p, count)
+    c = coordination(backend, app)
+    assert await c.acquire(owner, [p], LONG) == {p}
+    got = await c.read(owner, CONSUMER, {p: NEW}, count)
+    return [xid for _, entries in got.entries for xid, _ in entries]
+
+
+async def test_a_commit_stores_writes_and_acknowledges_together(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    ids = await delivered(backend, app, "a", 0, 3)
+    p, c = part(app, 0), coordination(backend, app)
+    writes = {TABLE: {b'"ada"': b"2", b'"bob"': b"1"}}
+    assert await c.commit("a", {p: Commit(ids=ids[:2], writes=writes)}) == []
+    assert await tables.get(TABLE, p, [b'"ada"', b'"bob"', b'"eve"']) == [b"2", b"1", None]
+    assert await pending(c, "a", p) == ids[2:]
+    await c.commit("a", {p: Commit(ids=ids[2:], writes={TABLE: {b'"bob"': None}})})
+    assert await tables.get(TABLE, p, [b'"ada"', b'"bob"']) == [b"2", None]
+    assert await pending(c, "a", p) == []
+
+
+async def test_a_commit_on_a_partition_we_do_not_hold_applies_nothing(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    ids = await delivered(backend, app, "a", 0, 2)
+    p, c = part(app, 0), coordination(backend, app)
+    await c.release("a", [p])
+    assert await c.acquire("b", [p], LONG) == {p}
+    lost = await c.commit("a", {p: Commit(ids=ids, writes={TABLE: {b"k": b"1"}})})
+    assert lost == [p]
+    assert await tables.get(TABLE, p, [b"k"]) == [None]
+    assert await pending(c, "b", p) == ids  # nothing acknowledged: the new owner reads them
+
+
+async def test_several_partitions_commit_each_on_its_own(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    first = await delivered(backend, app, "a", 0, 1)
+    second = await delivered(backend, app, "b", 1, 1)
+    c = coordination(backend, app)
+    p0, p1 = part(app, 0), part(app, 1)
+    lost = await c.commit(
+        "a",
+        {
+            p0: Commit(ids=first, writes={TABLE: {b"x": b"1"}}),
+            p1: Commit(ids=second, writes={TABLE: {b"x": b"9"}}),  # b's: refused
+        },
+    )
+    assert lost == [p1]
+    assert await tables.get(TABLE, p0, [b"x"]) == [b"1"]
+    assert await tables.get(TABLE, p1, [b"x"]) == [None]
+    assert await pending(c, "b", p1) == second
+
+
+async def test_a_commit_applied_twice_leaves_what_once_does(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    ids = await delivered(backend, app, "a", 0, 2)
+    p, c = part(app, 0), coordination(backend, app)
+    commit = Commit(ids=ids, writes={TABLE: {b"k": b"7"}, "other": {b"k": b"x"}})
+    await c.commit("a", {p: commit})
+    await c.commit("a", {p: commit})  # a reply lost, the commit sent again
+    assert await tables.get(TABLE, p, [b"k"]) == [b"7"]
+    assert await tables.get("other", p, [b"k"]) == [b"x"]
+    assert await pending(c, "a", p) == []
+
+
+async def test_tables_are_kept_per_source_partition_and_per_table(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    c = coordination(backend, app)
+    partitions = [part(app, n) for n in range(3)]
+    for n, p in enumerate(partitions):
+        await c.acquire("a", [p], LONG)
+        await c.commit("a", {p: Commit(writes={TABLE: {b"k": str(n).encode()}})})
+    assert [await tables.get(TABLE, p, [b"k"]) for p in partitions] == [[b"0"], [b"1"], [b"2"]]
+    assert await tables.sizes(TABLE, partitions) == dict.fromkeys(partitions, 1)
+    assert await tables.sizes("other", partitions[:1]) == {partitions[0]: 0}
+    await tables.clear(TABLE, partitions[:2])
+    assert await tables.sizes(TABLE, partitions) == {
+        partitions[0]: 0,
+        partitions[1]: 0,
+        partitions[2]: 1,
+    }
+
+
+async def test_a_scan_returns_every_entry(backend: Backend, app: str, tables: TableStore) -> None:
+    c, p = coordination(backend, app), part(app, 0)
+    await c.acquire("a", [p], LONG)
+    stored = {f"key{n}".encode(): str(n).encode() for n in range(1500)}
+    await c.commit("a", {p: Commit(writes={TABLE: stored})})
+    seen: dict[bytes, bytes] = {}
+    cursor, pages = b"", 0
+    while True:
+        cursor, entries = await tables.scan(TABLE, p, cursor, 200)
+        seen.update(entries)
+        pages += 1
+        if not cursor:
+            break
+    assert seen == stored
+    assert pages > 1
+    empty: PartitionId = part(app, 5)
+    assert await tables.scan(TABLE, empty, b"", 100) == (b"", [])
+
+
+async def test_values_are_bytes_as_given(backend: Backend, app: str, tables: TableStore) -> None:
+    c, p = coordination(backend, app), part(app, 0)
+    await c.acquire("a", [p], LONG)
+    value = bytes(range(256)) * 10
+    await c.commit("a", {p: Commit(writes={TABLE: {b"\x00binary key": value}})})
+    assert await tables.get(TABLE, p, [b"\x00binary key"]) == [value]
