@@ -30,6 +30,7 @@ from runnel.settings import Settings, zone_of
 from runnel.store.backend import Backend
 from runnel.store.resolve import backend_for
 from runnel.stream import Stream
+from runnel.tables import Table
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ class App:
         """By id (``{app}.{stream}.{name}``); a processor's name is a key too if unique."""
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         """The job queue's functions (``@app.job``), by name."""
+        self.tables: dict[str, Table] = {}
+        """Tables (``app.table``), by name."""
         self.background: list[BackgroundTask] = []
         """Tasks, timers and crontabs (``@app.task``, ``@app.timer``, ``@app.crontab``)."""
         self.clock: Clock = SystemClock()
@@ -243,6 +246,35 @@ class App:
             raise Misconfigured(f"stream {name!r} is already declared with another partition_count")
         self.streams[name] = stream
         return stream
+
+    def table(
+        self,
+        name: str,
+        *,
+        source: Stream,
+        default: Any = None,
+        record: type[Record] | None = None,
+        serializer: Serializer | str | None = None,
+    ) -> Table:
+        """Declare a table: a map kept per partition of ``source``, keyed by its partition
+        keys, that the processor of ``source`` reads and writes with ``table[key]`` and
+        that commits with the acknowledgement of each event (docs/state.md). Reading a key
+        that was never written gives ``default``; ``record`` stores values as that Record
+        type; ``serializer`` encodes them (the app's ``default_serializer`` otherwise)."""
+        _check_name("table", name)
+        if not isinstance(source, Stream):
+            raise Misconfigured(f"table {name!r} needs a source Stream, not {source!r}")
+        if name in self.tables:
+            raise Misconfigured(f"a table named {name!r} is already declared")
+        if record is not None and not (isinstance(record, type) and issubclass(record, Record)):
+            raise Misconfigured(f"table {name!r}: record must be a Record subclass, not {record!r}")
+        chosen = resolve_serializer(
+            serializer if serializer is not None else self.settings.default_serializer
+        )
+        table = Table(self, name, source, default, chosen, record)
+        self.tables[name] = table
+        source.tables.append(table)
+        return table
 
     def processor(
         self,

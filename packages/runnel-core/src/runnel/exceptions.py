@@ -119,3 +119,13 @@ class PartitionFull(PartlySent):
         self.partition = partition
         self.processor = processor
         self.size = size
+
+
+class TableError(RunnelError):
+    """A table used in a way that cannot work: outside the processor of its source
+    stream, by a second processor, with a key that is not loaded, or a value that cannot
+    be encoded (nothing of that iteration is committed)."""
+
+
+class WrongPartition(TableError):
+    """A table key that belongs to another partition than the event being handled."""

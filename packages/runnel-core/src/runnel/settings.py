@@ -101,6 +101,11 @@ class Settings(_ProcessorDefaults):
     # Processor defaults: default_exception_policy, default_lock_expiry, ... come from
     # runnel.processor.ProcessorOptions (see _ProcessorDefaults above).
 
+    # Tables (docs/state.md).
+    table_cache_size: int = Field(10_000, gt=0)
+    """Values a worker keeps decoded per table and partition it owns; more are evicted,
+    least recently used first, once committed."""
+
     # The job queue (docs/jobs.md).
     default_retries: int = Field(3, ge=0)
     results_enabled: bool = True

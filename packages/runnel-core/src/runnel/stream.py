@@ -24,6 +24,7 @@ from runnel.types import Event, Fields, Partition
 
 if TYPE_CHECKING:
     from runnel.services import Services
+    from runnel.tables import Table
 
 DATA = b"data"
 """The single stream field that holds a serialized (non-primitive) record."""
@@ -90,6 +91,8 @@ class Stream:
         self.partition_count = partition_count
         self.partition_size = partition_size
         self.on_full = on_full
+        self.tables: list[Table] = []
+        """The tables kept per partition of this stream (``app.table(source=...)``)."""
         if record.is_primitive() or serializer is None:
             self.serializer = None
         else:
@@ -123,6 +126,10 @@ class Stream:
             ids = [PartitionId(self.app.name, self.name, n) for n in range(self.partition_count)]
             self._partitions = [Partition(self, p.number, p, key_of(p)) for p in ids]
         return self._partitions
+
+    def partition_id(self, number: int) -> PartitionId:
+        """Partition ``number``'s name in the store."""
+        return self.partitions[number].id
 
     # Routing.
 

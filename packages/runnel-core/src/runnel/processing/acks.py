@@ -10,6 +10,12 @@ send gives the ids back for the next try: the worst case is a redelivery, never 
 Before a partition is given up, its consumer :meth:`Acks.drain`\\ s: it waits for a send in
 flight and sends the rest itself, so everything finished is acknowledged before the lock
 is released.
+
+A partition with tables adds its changes to the same sends: each finished iteration seals
+what it changed (:class:`~runnel.tables.partition.PartitionState`), and the store commits
+those writes with the acknowledgement of the events that made them, in one fenced step
+(:meth:`~runnel.store.coordination.Coordination.commit`). Writes are values, not
+increments, so a send tried again after a lost reply changes nothing twice.
 """
 
 from __future__ import annotations
@@ -17,20 +23,45 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from runnel.exceptions import TransportError
 from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
+from runnel.store.state import Commit
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import PartitionStats
     from runnel.store.log import PartitionId
+    from runnel.tables.partition import PartitionState
 
 log = logging.getLogger("runnel.acks")
 
-AckSink = Callable[[Mapping["PartitionId", Sequence[bytes]]], Awaitable[Sequence["PartitionId"]]]
-"""Acknowledges ids by partition, fenced by our locks; returns the partitions we no longer
-hold (their ids are not acknowledged). The executor's is ``Coordination.ack`` for its id."""
+AckSink = Callable[[Mapping["PartitionId", Commit]], Awaitable[Sequence["PartitionId"]]]
+"""Commits ids (and table writes) by partition, fenced by our locks; returns the partitions
+we no longer hold (nothing of theirs applied). The executor's is ``Coordination.commit``
+(or ``ack`` when nothing but ids goes) for its id."""
+
+
+@dataclass
+class Pending:
+    """What one send of a partition carries: ids to acknowledge, the table writes their
+    iterations sealed (table -> key -> value), and the last seal's number."""
+
+    ids: list[bytes] = field(default_factory=list)
+    writes: dict[str, dict[bytes, bytes | None]] = field(default_factory=dict)
+    seq: int = 0
+
+    def commit(self) -> Commit:
+        return Commit(ids=self.ids, writes=self.writes)
+
+    def merge(self, newer: Pending) -> Pending:
+        """This, then ``newer`` on top (its values win): what both together commit."""
+        writes = {table: dict(values) for table, values in self.writes.items()}
+        for table, values in newer.writes.items():
+            writes.setdefault(table, {}).update(values)
+        return Pending(self.ids + newer.ids, writes, max(self.seq, newer.seq))
+
 
 LostPartition = Callable[["PartitionId"], None]
 """Told that the store says a partition's lock is no longer ours."""
@@ -46,10 +77,14 @@ class Acks:
         send: AckSink,
         lost: LostPartition,
         wake: Callable[[Acks], None],
+        state: PartitionState | None = None,
     ) -> None:
         self.key = key
         self.stats = stats
+        self.state = state
         self.ids: list[bytes] = []
+        self.writes: dict[str, dict[bytes, bytes | None]] = {}
+        self.seq = 0
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
         self._send = send
         self._lost = lost
@@ -59,23 +94,35 @@ class Acks:
         self._idle.set()
 
     def add(self, xid: bytes) -> None:
-        """Record a finished event; the acknowledger sends it soon."""
+        """Record a finished event (and seal its changes); the acknowledger sends it soon."""
         if not self.ids:
             self._wake(self)
         self.ids.append(xid)
+        state = self.state
+        if state is not None and state.changed:
+            for table, values in state.seal().items():
+                self.writes.setdefault(table, {}).update(values)
+            self.seq = state.seq
 
-    def take(self) -> list[bytes]:
-        """Hand the recorded ids to a sender (which must :meth:`done` or :meth:`give_back`)."""
-        ids, self.ids = self.ids, []
-        self.stats.processed += len(ids)  # counted per batch taken, not per event
+    def take(self) -> Pending:
+        """Hand what is recorded to a sender (which must :meth:`done` or :meth:`give_back`)."""
+        pending = Pending(self.ids, self.writes, self.seq)
+        self.ids, self.writes = [], {}
+        self.stats.processed += len(pending.ids)  # counted per batch taken, not per event
         self._sending += 1
         self._idle.clear()
-        return ids
+        return pending
 
-    def give_back(self, ids: list[bytes]) -> None:
-        self.ids = ids + self.ids
-        self.stats.processed -= len(ids)
+    def give_back(self, pending: Pending) -> None:
+        back = pending.merge(Pending(self.ids, self.writes, self.seq))
+        self.ids, self.writes = back.ids, back.writes
+        self.stats.processed -= len(pending.ids)
         self.done()
+
+    def committed(self, pending: Pending) -> None:
+        self.stats.acked += len(pending.ids)
+        if self.state is not None and pending.writes:
+            self.state.committed(pending.seq)
 
     def done(self) -> None:
         self._sending -= 1
@@ -88,23 +135,24 @@ class Acks:
         are kept for another try."""
         if not self.ids:
             return True
-        ids = self.take()
+        pending = self.take()
+        count = len(pending.ids)
         try:
-            lost = await self._send({self.key: ids})
+            lost = await self._send({self.key: pending.commit()})
         except BaseException as exc:
-            self.give_back(ids)
+            self.give_back(pending)
             if not isinstance(exc, TransportError):
                 raise
             reraise_if_cancelled(exc)
-            outage.failed(f"acknowledging {len(ids)} events on partition {self.key.number}", exc)
+            outage.failed(f"acknowledging {count} events on partition {self.key.number}", exc)
             return None
         self.done()
         if lost:
             # Someone else owns the partition now; they will process these again.
-            log.warning("lost %s before acknowledging %d events", _name(self.key), len(ids))
+            log.warning("lost %s before acknowledging %d events", _name(self.key), count)
             self._lost(self.key)
             return False
-        self.stats.acked += len(ids)
+        self.committed(pending)
         return True
 
     async def drain(self) -> bool:
@@ -150,28 +198,28 @@ class Acknowledger:
             if not taken:
                 continue
             try:
-                lost = await self._send({key: ids for key, (_, ids) in taken.items()})
+                lost = await self._send({key: p.commit() for key, (_, p) in taken.items()})
             except BaseException as exc:
-                for key, (acks, ids) in taken.items():
-                    acks.give_back(ids)
+                for key, (acks, pending) in taken.items():
+                    acks.give_back(pending)
                     self._waiting[key] = acks
                 if not isinstance(exc, TransportError):
                     raise
                 reraise_if_cancelled(exc)
-                count = sum(len(ids) for _, ids in taken.values())
+                count = sum(len(p.ids) for _, p in taken.values())
                 outage.failed(f"acknowledging {count} events", exc)
                 self._wake.set()
                 await backoff.sleep()
                 continue
             backoff.reset()
-            for key, (acks, ids) in taken.items():
+            for key, (acks, pending) in taken.items():
                 acks.done()
                 if key not in lost:
-                    acks.stats.acked += len(ids)
+                    acks.committed(pending)
             for key in lost:
                 # Someone else owns the partition now; they will process these again.
                 log.warning(
-                    "lost %s before acknowledging %d events", _name(key), len(taken[key][1])
+                    "lost %s before acknowledging %d events", _name(key), len(taken[key][1].ids)
                 )
                 self._lost(key)
 

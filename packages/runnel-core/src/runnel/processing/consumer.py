@@ -14,12 +14,14 @@ from runnel.processing.events import Events
 from runnel.processing.failures import failure_fields, failure_text, retry_delay
 from runnel.processing.inbox import Inbox
 from runnel.runtime.retry import reraise_if_cancelled
+from runnel.tables import table as tables
 from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
     from runnel.processing.lease import Lease
     from runnel.processor import Processor
     from runnel.store.log import PartitionId
+    from runnel.tables.partition import PartitionState
 
 Halt = Callable[[BaseException], None]
 """Told that a processor failed under ``HALT``: the worker stops."""
@@ -67,10 +69,16 @@ class Consumer:
         self.inbox.close()
         self._woken.set()  # a retry's backoff ends early: its events stay unacknowledged
 
+    @property
+    def state(self) -> PartitionState | None:
+        """The partition's tables, if its stream has any."""
+        return self.acks.state
+
     async def run(self) -> None:
         context.stream.set(self.partition.stream.name)
         context.partition_id.set(self.partition.number)
         context.executor_id.set(self.processor.name)
+        tables.current.set(self.acks.state)  # this task's table[key] means this partition
         try:
             while not self.stopping:
                 await self._run_once()
@@ -95,6 +103,8 @@ class Consumer:
             failure = None
 
         inflight = events.inflight
+        if failure is not None and self.acks.state is not None:
+            self.acks.state.rollback()  # the failed iteration's table changes never happened
         policy = self._policy_for(inflight) if failure is not None else None
         if policy is not None:
             events.context.policy = policy  # what the middleware's clean-up acts on
@@ -107,6 +117,8 @@ class Consumer:
             log.exception("middleware clean-up failed: %s", failure_text(fields), extra=fields)
             if failure is None:
                 failure, policy = exc, self._policy_for(inflight)
+                if self.acks.state is not None:
+                    self.acks.state.rollback()
             if policy is ExceptionPolicy.IGNORE:
                 await self._retry_later(inflight)
                 return

@@ -152,15 +152,21 @@ class Events:
         stream_decode = consumer.partition.stream.decode
         stats = consumer.acks.stats
         sample, observe = stats.sample_every, stats.timings.observe  # sample 0: metrics off
+        state = consumer.acks.state  # with tables: records decoded once, for their keys too
         while True:
             if consumer.stopping or not items or not lease.valid():
                 if not await self._ready():
                     return
+            if state is not None and not state.loaded(items[0]):
+                await state.prefetch(items)  # the keys of everything buffered, at once
             event = inbox.pop()
             self.inflight = [event]
             self.delivered += 1
             started = perf_counter() if sample and not self.delivered % sample else 0.0
-            yield stream_decode(event.data) if decode else event
+            if not decode:
+                yield event
+            else:
+                yield stream_decode(event.data) if state is None else event.record
             if started:
                 observe(perf_counter() - started)
             self.inflight = []
@@ -186,6 +192,9 @@ class Events:
                     break
                 if not await inbox.wait(timeout=remaining):
                     break
+            state = consumer.acks.state
+            if state is not None:
+                await state.prefetch(batch)
             # Gathering took time: check the lease again before handing the batch over.
             while not consumer.lease.valid() and not consumer.stopping:
                 await consumer.lease.renewed()
@@ -194,7 +203,12 @@ class Events:
             self.inflight = batch
             self.delivered += 1
             started = perf_counter() if timed else 0.0
-            yield [stream_decode(e.data) for e in batch] if decode else batch
+            if not decode:
+                yield batch
+            elif state is None:
+                yield [stream_decode(e.data) for e in batch]
+            else:
+                yield [e.record for e in batch]
             if started:
                 observe(perf_counter() - started)
             self.inflight = []

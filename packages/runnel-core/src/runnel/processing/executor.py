@@ -30,12 +30,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runnel.exceptions import AccessDenied, RunnelError, TransportError
+from runnel.exceptions import AccessDenied, Misconfigured, RunnelError, TransportError
 from runnel.processing.acks import Acknowledger, Acks
 from runnel.processing.consumer import Consumer
 from runnel.processing.fetcher import Fetcher, StoreSource
@@ -54,6 +54,8 @@ from runnel.runtime.retry import (
 )
 from runnel.store.coordination import Member, Members
 from runnel.store.log import PartitionId
+from runnel.store.state import Commit
+from runnel.tables.partition import PartitionState
 from runnel.types import Partition
 
 if TYPE_CHECKING:
@@ -122,9 +124,11 @@ class Executor:
         """Per owned partition: its count of events trimmed unread, as last reported."""
 
     def _consumer_for(self, partition: Partition, inbox: Inbox) -> Consumer:
-        """A partition was assigned: its consumer, wired to ours (lease, acks, halt)."""
+        """A partition was assigned: its consumer, wired to ours (lease, acks, halt), with
+        a fresh state of its tables (what an earlier owner left is read from the store)."""
         stats = self.stats.partition(partition.number)
-        acks = Acks(partition.id, stats, self._ack, self.lost, self.acknowledger.wake)
+        state = self._state_for(partition)
+        acks = Acks(partition.id, stats, self._ack, self.lost, self.acknowledger.wake, state)
         return Consumer(
             self.processor,
             partition,
@@ -135,9 +139,21 @@ class Executor:
             quarantine=self._quarantine,
         )
 
-    async def _ack(self, ids: Mapping[PartitionId, Sequence[bytes]]) -> list[PartitionId]:
-        """The ack sink of our partitions: acknowledged only where we hold the lock."""
-        return await self.coordination.ack(self.id, ids)
+    def _state_for(self, partition: Partition) -> PartitionState | None:
+        tables = self.processor.stream.tables
+        if not tables:
+            return None
+        store = self.store.table_store(self.processor.app.name)
+        if store is None:
+            raise Misconfigured(f"{type(self.store).__name__} keeps no tables")
+        limit = self.processor.app.settings.table_cache_size
+        return PartitionState(partition, tables, store, self.processor.name, limit)
+
+    async def _ack(self, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
+        """The ack sink of our partitions: applied only where we hold the lock."""
+        if any(c.writes for c in commits.values()):
+            return await self.coordination.commit(self.id, commits)
+        return await self.coordination.ack(self.id, {p: c.ids for p, c in commits.items()})
 
     async def _quarantine(self, partition: PartitionId, entry_id: str | None, error: str) -> None:
         await self.coordination.quarantine(partition, entry_id, error)

@@ -1,0 +1,63 @@
+"""How a table's keys and values become the bytes a store keeps.
+
+Keys are a stream's partition keys (text, numbers, tuples of them): stored as JSON, so the
+same key is the same bytes on every worker, and the CLI can show and look them up. Values
+go through the table's serializer (JSON unless told otherwise); a table declared with a
+``record`` type stores records and reads them back as that type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from runnel.exceptions import TableError
+from runnel.interfaces import Serializer
+from runnel.record import Record
+
+
+def encode_key(key: Any) -> bytes:
+    try:
+        return orjson.dumps(key, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:
+        raise TableError(
+            f"a table key must be JSON (text, a number, a tuple of them): {key!r}"
+        ) from exc
+
+
+def decode_key(raw: bytes) -> Any:
+    """A stored key as Python (a tuple key comes back as a list)."""
+    return orjson.loads(raw)
+
+
+class ValueCodec:
+    """A table's values to bytes and back."""
+
+    def __init__(self, serializer: Serializer, record: type[Record] | None) -> None:
+        self.serializer = serializer
+        self.record = record
+        compressor = serializer.compressor
+        self._compress = compressor.compress if compressor is not None else None
+        self._decompress = compressor.decompress if compressor is not None else None
+
+    def encode(self, value: Any) -> bytes:
+        try:
+            if self.record is not None:
+                if not isinstance(value, self.record):
+                    value = self.record.model_validate(value)
+                data = self.serializer.dumps_record(value)
+            elif isinstance(value, Record):
+                data = self.serializer.dumps(value.model_dump(mode=self.serializer.dump_mode))
+            else:
+                data = self.serializer.dumps(value)
+        except Exception as exc:  # the serializer (a plugin) or the value
+            raise TableError(f"cannot encode the table value {value!r}: {exc}") from exc
+        return self._compress(data) if self._compress is not None else data
+
+    def decode(self, data: bytes) -> Any:
+        if self._decompress is not None:
+            data = self._decompress(data)
+        if self.record is not None:
+            return self.serializer.loads_record(self.record, data)
+        return self.serializer.loads(data)

@@ -1,0 +1,240 @@
+"""A partition's tables as its owner sees them: what it loaded, what it changed, and what
+it has sent to be committed.
+
+Reads and writes inside the processor are synchronous, on a cache of decoded values. When
+an event's loop iteration finishes, its changes are *sealed*: encoded as they are at that
+moment and handed to the acknowledgement of that event, which commits them with it. A
+value sealed but not yet committed stays in the cache, so that a key is never read back
+from the store older than what this owner has already made of it. A failed iteration's
+changes are rolled back before the exception policy applies, so an event that is retried
+or ignored has applied nothing. If the partition moves, everything here is dropped: the
+next owner reads the committed values, which match the entries acknowledged.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runnel.exceptions import TableError, WrongPartition
+from runnel.store.state import TableStore, Writes
+from runnel.tables.codec import ValueCodec, encode_key
+
+if TYPE_CHECKING:
+    from runnel.types import Event, Partition
+
+ABSENT: Any = object()
+"""A key the store does not hold (reads give the table's default)."""
+UNLOADED: Any = object()
+"""Undo marker: the key was not loaded before this iteration changed it."""
+_IMMUTABLE = (int, float, str, bytes, bool, tuple, frozenset, type(None))
+
+
+class Source(Protocol):
+    """What a table uses of its source stream (:class:`runnel.Stream`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def hash(self, key: Any) -> int: ...
+
+
+class Table(Protocol):
+    """What a partition's state uses of a table (:class:`runnel.tables.Table`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def source(self) -> Source: ...
+
+    @property
+    def default(self) -> Any: ...
+
+    @property
+    def codec(self) -> ValueCodec: ...
+
+    def claim(self, processor: str) -> None: ...
+
+
+class TableView:
+    """One table on one partition: its cache and its changes."""
+
+    def __init__(self, table: Table, partition: Partition, limit: int) -> None:
+        self.table = table
+        self.partition = partition
+        self.limit = limit
+        self.values: OrderedDict[Any, Any] = OrderedDict()
+        self.dirty: dict[Any, Any] = {}
+        self.undo: dict[Any, Any] = {}
+        self.sealed: dict[Any, int] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def loaded(self, key: Any) -> bool:
+        return key in self.values
+
+    def read(self, key: Any) -> Any:
+        try:
+            value = self.values[key]
+        except KeyError:
+            raise KeyError(key) from None
+        self.values.move_to_end(key)
+        self.hits += 1
+        if value is ABSENT:
+            default = self.table.default
+            return default if isinstance(default, _IMMUTABLE) else copy.deepcopy(default)
+        return value
+
+    def write(self, key: Any, value: Any) -> None:
+        if key not in self.undo:
+            self.undo[key] = self.values.get(key, UNLOADED)
+        self.values[key] = value
+        self.values.move_to_end(key)
+        self.dirty[key] = value
+
+    def load(self, key: Any, value: Any) -> None:
+        """A committed value read from the store (never over a change of ours)."""
+        if key not in self.values:
+            self.values[key] = value
+            self.misses += 1
+
+    def seal(self, seq: int) -> dict[bytes, bytes | None]:
+        encode = self.table.codec.encode
+        out: dict[bytes, bytes | None] = {}
+        for key, value in self.dirty.items():
+            out[encode_key(key)] = None if value is ABSENT else encode(value)
+            self.sealed[key] = seq
+        self.dirty.clear()
+        self.undo.clear()
+        return out
+
+    def rollback(self) -> None:
+        for key, before in self.undo.items():
+            if before is UNLOADED:
+                self.values.pop(key, None)
+            else:
+                self.values[key] = before
+        self.dirty.clear()
+        self.undo.clear()
+
+    def committed(self, seq: int) -> None:
+        """Changes sealed up to ``seq`` are in the store: their keys may be evicted."""
+        if self.sealed:
+            self.sealed = {k: s for k, s in self.sealed.items() if s > seq}
+        excess = len(self.values) - self.limit
+        if excess <= 0:
+            return
+        for key in list(self.values):
+            if excess <= 0:
+                break
+            if key in self.dirty or key in self.sealed:
+                continue
+            del self.values[key]
+            excess -= 1
+
+
+class PartitionState:
+    """Every table of a stream on one partition, for the processor that owns it there."""
+
+    def __init__(
+        self,
+        partition: Partition,
+        tables: Sequence[Table],
+        store: TableStore,
+        processor: str,
+        limit: int,
+    ) -> None:
+        self.partition = partition
+        self.tables = list(tables)
+        self.store = store
+        self.processor = processor
+        self.limit = limit
+        self.views: dict[str, TableView] = {}
+        self.seq = 0
+        self.changed = False
+
+    def view(self, table: Table) -> TableView:
+        found = self.views.get(table.name)
+        if found is None:
+            table.claim(self.processor)
+            found = self.views[table.name] = TableView(table, self.partition, self.limit)
+        return found
+
+    def check(self, table: Table, key: Any) -> None:
+        """A key of this partition, of a table of this stream, else a clear error."""
+        if table.source is not self.partition.stream:
+            raise TableError(
+                f"table {table.name!r} is kept per partition of stream {table.source.name!r}, "
+                f"not of {self.partition.stream.name!r} whose event is being handled"
+            )
+        number = table.source.hash(key)
+        if number != self.partition.number:
+            raise WrongPartition(
+                f"key {key!r} of table {table.name!r} belongs to partition {number} of stream "
+                f"{table.source.name!r}, but this event came from partition "
+                f"{self.partition.number}: a processor reads and writes the keys of its own "
+                "partition only (await table.get(key) reads any committed value)"
+            )
+
+    # Loading.
+
+    def keys_of(self, events: Iterable[Event]) -> list[Any]:
+        out = []
+        for event in events:
+            try:
+                out.append(self.partition.stream.key_of(event.record))
+            except Exception:  # undecodable: the processor's policy deals with it
+                continue
+        return out
+
+    def loaded(self, event: Event) -> bool:
+        """Whether the event's key is loaded in every table this processor uses."""
+        if not self.views:
+            return True
+        try:
+            key = self.partition.stream.key_of(event.record)
+        except Exception:
+            return True
+        return all(view.loaded(key) for view in self.views.values())
+
+    async def prefetch(self, events: Iterable[Event]) -> None:
+        """Load the keys of ``events`` in every table this processor uses (one store call
+        per table for all of them)."""
+        keys = list(dict.fromkeys(self.keys_of(events)))
+        for view in self.views.values():
+            await self.load(view, [k for k in keys if not view.loaded(k)])
+
+    async def load(self, view: TableView, keys: Sequence[Any]) -> None:
+        if not keys:
+            return
+        raw = await self.store.get(
+            view.table.name, self.partition.id, [encode_key(k) for k in keys]
+        )
+        decode = view.table.codec.decode
+        for key, data in zip(keys, raw, strict=True):
+            view.load(key, ABSENT if data is None else decode(data))
+
+    # Committing.
+
+    def seal(self) -> Writes:
+        """This iteration's changes, encoded, for its acknowledgement to commit."""
+        self.changed = False
+        self.seq += 1
+        writes = {}
+        for name, view in self.views.items():
+            if view.dirty:
+                writes[name] = view.seal(self.seq)
+        return writes
+
+    def rollback(self) -> None:
+        """The iteration failed: undo its changes (the policy decides what happens next)."""
+        self.changed = False
+        for view in self.views.values():
+            view.rollback()
+
+    def committed(self, seq: int) -> None:
+        for view in self.views.values():
+            view.committed(seq)
