@@ -65,7 +65,12 @@ def load(target: str, kind: type[T]) -> T:
     if kind.__name__ == "Processor":  # a decorated function carries its processor
         obj = getattr(obj, "__runnel_processor__", obj)
     if not isinstance(obj, kind):
-        names = {"App": "an App", "Stream": "a Stream", "Processor": "a processor"}
+        names = {
+            "App": "an App",
+            "Stream": "a Stream",
+            "Processor": "a processor",
+            "Table": "a table",
+        }
         what = names.get(kind.__name__, "a job" if kind.__name__ == "JobFunction" else None)
         raise click.ClickException(f"{target} is {type(obj).__name__}, not {what or kind.__name__}")
     return obj

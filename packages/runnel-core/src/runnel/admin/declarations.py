@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from runnel.jobs.function import JobFunction
     from runnel.processor import Processor
     from runnel.stream import Stream
+    from runnel.tables import Table
 
 
 class Declarations(Services, Protocol):
-    """An app's services and its declarations (streams, processors, jobs, schedule)."""
+    """An app's services and its declarations (streams, processors, tables, jobs, schedule)."""
 
     @property
     def streams(self) -> Mapping[str, Stream]:
@@ -36,3 +37,7 @@ class Declarations(Services, Protocol):
     @property
     def background(self) -> Sequence[BackgroundTask]:
         """Tasks, timers and crontabs."""
+
+    @property
+    def tables(self) -> Mapping[str, Table]:
+        """The app's tables, by name."""

@@ -14,6 +14,7 @@ from runnel.cli.plugins import plugins
 from runnel.cli.processor import processor
 from runnel.cli.send import send, sendmany
 from runnel.cli.status import status
+from runnel.cli.table import table
 from runnel.cli.worker import worker
 from runnel.commands import load_plugins, plugin_option
 
@@ -47,6 +48,7 @@ cli.add_command(status)
 cli.add_command(plugins)
 cli.add_command(jobs)
 cli.add_command(dead)
+cli.add_command(table)
 # Replaced by the plugins' own commands where those are installed.
 cli.add_command(avro)
 cli.add_command(spark)

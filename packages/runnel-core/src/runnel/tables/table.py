@@ -148,8 +148,7 @@ class Table:
         partition = self.source.partition_id(self.partition_of(key))
         [raw] = await self._store().get(self.name, partition, [encode_key(key)])
         if raw is None:
-            chosen = self.default if default is _NOTHING else default
-            return copy.deepcopy(chosen)
+            return copy.deepcopy(self.default) if default is _NOTHING else default
         return self.codec.decode(raw)
 
     async def items(

@@ -1,0 +1,84 @@
+"""``runnel table ...``: a table's committed state (docs/state.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from runnel.admin.tables import parse_key, table_entries, table_entry, tables_report
+from runnel.app import App
+from runnel.commands import load, load_plugins, plugin_option, run
+from runnel.tables import Table
+
+
+@click.group()
+def table() -> None:
+    """Look at tables: their keys per partition, one key's value, every entry."""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+@table.command("list")
+@click.argument("target", metavar="MODULE:APP")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@plugin_option
+def list_tables(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
+    """Show each table of the app, its source stream and its keys per partition."""
+    load_plugins(plugins)
+    app = load(target, App)
+    report = run(tables_report(app), app)
+    if as_json:
+        click.echo(json.dumps({"app": app.name, "tables": report}, indent=2))
+        return
+    if not report:
+        click.echo(f"app {app.name} declares no tables")
+        return
+    click.echo(f"{'table':<20} {'stream':<20} {'keys':>10}  per partition")
+    for found in report:
+        per = " ".join(str(p["keys"]) for p in found["partitions"])
+        click.echo(f"{found['name']:<20} {found['stream']:<20} {found['keys']:>10}  {per}")
+
+
+@table.command()
+@click.argument("target", metavar="MODULE:TABLE")
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@plugin_option
+def get(target: str, key: str, as_json: bool, plugins: tuple[str, ...]) -> None:
+    """Print the committed value of KEY (read as JSON if it parses as JSON, else as text;
+    the table's default if no value is stored)."""
+    load_plugins(plugins)
+    found = load(target, Table)
+    entry = run(table_entry(found, parse_key(key)), found.app)
+    if as_json:
+        click.echo(_json(entry))
+    else:
+        click.echo(_json(entry["value"]))
+
+
+@table.command()
+@click.argument("target", metavar="MODULE:TABLE")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@plugin_option
+def dump(target: str, partition: int | None, as_json: bool, plugins: tuple[str, ...]) -> None:
+    """Print every committed entry (partition, key, value), partition by partition."""
+    load_plugins(plugins)
+    found = load(target, Table)
+    if partition is not None and partition >= found.source.partition_count:
+        raise click.ClickException(
+            f"stream {found.source.name} has partitions 0 to {found.source.partition_count - 1}"
+        )
+
+    async def collect() -> list[dict[str, Any]]:
+        return [entry async for entry in table_entries(found, partition)]
+
+    for entry in run(collect(), found.app):
+        if as_json:
+            click.echo(_json(entry))
+        else:
+            click.echo(f"{entry['partition']}\t{_json(entry['key'])}\t{_json(entry['value'])}")
