@@ -19,6 +19,11 @@ def table(app: str, table: str, number: int) -> str:
     return f"__tabl:{app}.{table}.{number}"
 
 
+def table_counts(app: str) -> str:
+    """The partition count each table of the app was built with (a hash: table -> count)."""
+    return f"__tbls:{app}"
+
+
 def membership(app: str, stream: str, processor: str) -> str:
     return f"__memb:{app}.{stream}.{processor}"
 

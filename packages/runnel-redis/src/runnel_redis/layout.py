@@ -48,6 +48,10 @@ class KeyLayout(ABC):
         """A table's hash for partition ``number`` of its source stream (same slot)."""
 
     @abstractmethod
+    def table_counts(self, app: str) -> str:
+        """The partition count each table of the app was built with."""
+
+    @abstractmethod
     def lost(self, app: str, stream: str, number: int) -> str:
         """The partition's count of entries trimmed unread, per group (same slot)."""
 
@@ -117,6 +121,9 @@ class Classic(KeyLayout):
 
     def table(self, app: str, stream: str, table: str, number: int) -> str:
         return keys.table(app, table, number)
+
+    def table_counts(self, app: str) -> str:
+        return keys.table_counts(app)
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return keys.membership(app, stream, processor)
@@ -206,6 +213,9 @@ class Cluster(KeyLayout):
 
     def table(self, app: str, stream: str, table: str, number: int) -> str:
         return f"__tabl:{{{self.partition_tag(app, stream, number)}}}.{table}"
+
+    def table_counts(self, app: str) -> str:
+        return f"__tbls:{{{self.app_tag(app)}}}"
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return f"__memb:{{{self.processor_tag(app, stream, processor)}}}"

@@ -13,9 +13,10 @@ from runnel_redis.seam import guarded
 
 @guarded
 class RedisTableStore(TableStore):
-    def __init__(self, client: Any, layout: KeyLayout) -> None:
+    def __init__(self, client: Any, layout: KeyLayout, app: str) -> None:
         self.redis = client
         self.layout = layout
+        self.counts_key = layout.table_counts(app)
 
     def key(self, table: str, partition: PartitionId) -> str:
         app, stream, number = partition
@@ -48,3 +49,16 @@ class RedisTableStore(TableStore):
             for partition in partitions:
                 pipe.delete(self.key(table, partition))
             await pipe.execute()
+
+    async def partition_counts(self, tables: Sequence[str]) -> dict[str, int]:
+        if not tables:
+            return {}
+        found = await self.redis.hmget(self.counts_key, list(tables))
+        return {t: int(n) for t, n in zip(tables, found, strict=True) if n is not None}
+
+    async def set_partition_count(self, table: str, count: int) -> int:
+        await self.redis.hsetnx(self.counts_key, table, count)
+        return int(await self.redis.hget(self.counts_key, table))
+
+    async def forget(self, table: str) -> None:
+        await self.redis.hdel(self.counts_key, table)

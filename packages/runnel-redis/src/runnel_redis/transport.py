@@ -327,7 +327,7 @@ class RedisTransport(Backend, Log, LogAdmin):
         return store
 
     def table_store(self, app: str) -> RedisTableStore:
-        return RedisTableStore(self.redis, self.layout)
+        return RedisTableStore(self.redis, self.layout, app)
 
     def schema_store(self, app: str, stream: str) -> RedisSchemaStore:
         return RedisSchemaStore(self.redis, app, stream, self.layout)

@@ -58,3 +58,17 @@ async def table_entries(
     for number in numbers:
         async for key, value in table.items(number):
             yield {"partition": number, "key": key, "value": value}
+
+
+async def running_writers(app: Declarations, table: Table) -> list[str]:
+    """The processors of the table's source stream that have live workers (any of them
+    may be the one writing it)."""
+    running = []
+    for processor in app.processors.values():
+        if processor.stream is not table.source:
+            continue
+        coordination = app.store.coordination(app.name, processor.stream.name, processor.name)
+        members = await coordination.members()
+        if await coordination.alive(list(members)):
+            running.append(processor.name)
+    return running

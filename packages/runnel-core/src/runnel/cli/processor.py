@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from runnel.commands import load, load_plugins, plugin_option, run
@@ -33,15 +35,50 @@ def _coordination(proc: Processor) -> Coordination:
     help="Stream id to restart from (0 = the beginning, $ = the end).",
 )
 @click.option("--force", is_flag=True, help="Reset even while workers of the processor run.")
+@click.option(
+    "--clear-tables",
+    "tables",
+    flag_value="clear",
+    help="Also clear the tables of the processor's stream (their state starts empty).",
+)
+@click.option(
+    "--keep-tables",
+    "tables",
+    flag_value="keep",
+    help="Keep the tables' state: events read again are applied on top of it.",
+)
 @plugin_option
-def reset(target: str, start: str, force: bool, plugins: tuple[str, ...]) -> None:
+def reset(
+    target: str, start: str, force: bool, tables: str | None, plugins: tuple[str, ...]
+) -> None:
     """Make the processor read every partition again from START.
 
     Pending (unacknowledged) events are forgotten and quarantines lifted. Refused while
-    workers of the processor are alive, unless --force.
+    workers of the processor are alive, unless --force. The tables of its stream keep their
+    state unless --clear-tables: without either option, a terminal is asked, and anything
+    else is told, what happens to them.
     """
     load_plugins(plugins)
     proc = load(target, Processor)
+    declared = [t.name for t in proc.stream.tables]
+    if declared and tables is None:
+        names = ", ".join(declared)
+        if sys.stdin.isatty():
+            tables = (
+                "clear"
+                if click.confirm(
+                    f"tables {names} of stream {proc.stream.name} keep their state unless cleared: "
+                    "clear them too?",
+                    default=False,
+                )
+                else "keep"
+            )
+        else:
+            click.echo(
+                f"tables {names} of stream {proc.stream.name} keep their state: the events "
+                "read again are applied on top of it (--clear-tables clears them)",
+                err=True,
+            )
     if start not in ("0", "$") and not _is_stream_id(start):
         raise click.ClickException(
             f"--start {start!r} is not a stream id (0, $ or like 1526919030474-55)"
@@ -63,9 +100,14 @@ def reset(target: str, start: str, force: bool, plugins: tuple[str, ...]) -> Non
                 )
         await admin_of(proc.app.store).reset_group(keys, proc.name, start)
         await coordination.lift(None, CLI_ID)
+        if tables == "clear":
+            for table in proc.stream.tables:
+                await table.clear()
 
     run(reset_all(), proc.app)
     click.echo(f"reset {proc.name} on {len(keys)} partitions of {proc.stream.name} to {start}")
+    if tables == "clear" and declared:
+        click.echo(f"cleared tables {', '.join(declared)}")
 
 
 @processor.command()

@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from runnel.admin.tables import parse_key, table_entries, table_entry, tables_report
+from runnel.admin.tables import (
+    parse_key,
+    running_writers,
+    table_entries,
+    table_entry,
+    tables_report,
+)
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run
 from runnel.tables import Table
@@ -82,3 +88,41 @@ def dump(target: str, partition: int | None, as_json: bool, plugins: tuple[str, 
             click.echo(_json(entry))
         else:
             click.echo(f"{entry['partition']}\t{_json(entry['key'])}\t{_json(entry['value'])}")
+
+
+@table.command()
+@click.argument("target", metavar="MODULE:TABLE")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Clear even while workers of its stream run.")
+@plugin_option
+def clear(
+    target: str, partition: int | None, yes: bool, force: bool, plugins: tuple[str, ...]
+) -> None:
+    """Delete the table's committed state (of one partition, or all of it). Refused while
+    workers of its stream's processors run, unless --force."""
+    load_plugins(plugins)
+    found = load(target, Table)
+    if partition is not None and partition >= found.source.partition_count:
+        raise click.ClickException(
+            f"stream {found.source.name} has partitions 0 to {found.source.partition_count - 1}"
+        )
+    where = "all partitions" if partition is None else f"partition {partition}"
+    if not yes:
+        click.confirm(f"clear table {found.name} ({where})?", abort=True)
+
+    app = found.app
+    assert isinstance(app, App)
+
+    async def clear_it() -> None:
+        if not force:
+            running = await running_writers(app, found)
+            if running:
+                raise click.ClickException(
+                    f"workers of {', '.join(running)} are running: stop them first "
+                    "(or give --force)"
+                )
+        await found.clear(None if partition is None else [partition])
+
+    run(clear_it(), found.app)
+    click.echo(f"cleared table {found.name} ({where})")

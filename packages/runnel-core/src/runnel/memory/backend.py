@@ -51,7 +51,7 @@ class MemoryBackend(Backend):
         return MemorySchemaStore(self.server, app, stream)
 
     def table_store(self, app: str) -> MemoryTableStore:
-        return MemoryTableStore(self.server)
+        return MemoryTableStore(self.server, app)
 
     def admin(self) -> MemoryLog:
         return self.log

@@ -11,8 +11,9 @@ from runnel.store.state import TableStore
 
 
 class MemoryTableStore(TableStore):
-    def __init__(self, server: MemoryServer) -> None:
+    def __init__(self, server: MemoryServer, app: str) -> None:
         self.server = server
+        self.app = app
 
     async def get(
         self, table: str, partition: PartitionId, keys: Sequence[bytes]
@@ -43,3 +44,17 @@ class MemoryTableStore(TableStore):
         with self.server.lock:
             for p in partitions:
                 self.server.tables.pop((table, p), None)
+
+    async def partition_counts(self, tables: Sequence[str]) -> dict[str, int]:
+        with self.server.lock:
+            held = self.server.values.get(("table counts", self.app), {})
+            return {t: held[t] for t in tables if t in held}
+
+    async def set_partition_count(self, table: str, count: int) -> int:
+        with self.server.lock:
+            held = self.server.values.setdefault(("table counts", self.app), {})
+            return int(held.setdefault(table, count))
+
+    async def forget(self, table: str) -> None:
+        with self.server.lock:
+            self.server.values.get(("table counts", self.app), {}).pop(table, None)

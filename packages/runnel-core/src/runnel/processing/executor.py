@@ -56,6 +56,7 @@ from runnel.store.coordination import Member, Members
 from runnel.store.log import PartitionId
 from runnel.store.state import Commit
 from runnel.tables.partition import PartitionState
+from runnel.tables.table import check_partition_counts
 from runnel.types import Partition
 
 if TYPE_CHECKING:
@@ -138,6 +139,12 @@ class Executor:
             halt=self.halt,
             quarantine=self._quarantine,
         )
+
+    async def _check_tables(self) -> None:
+        store = self.store.table_store(self.processor.app.name)
+        if store is None:
+            raise Misconfigured(f"{type(self.store).__name__} keeps no tables")
+        await check_partition_counts(store, self.processor.stream.tables)
 
     def _state_for(self, partition: Partition) -> PartitionState | None:
         tables = self.processor.stream.tables
@@ -241,6 +248,13 @@ class Executor:
             log.error("processor %r cannot start: %s", self.processor.name, exc)
             self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r}: {exc}")
             return
+        if stream.tables:
+            try:
+                await retrying(self._check_tables, "checking the tables")
+            except Misconfigured as exc:
+                log.error("processor %r cannot start: %s", self.processor.name, exc)
+                self.worker.stop(exit_code=1, reason=f"processor {self.processor.name!r}: {exc}")
+                return
         await retrying(lambda: log_.ensure_group(keys, self.group), "creating consumer groups")
         for key in keys:
             adopt = partial(log_.adopt_pending, key, self.group, self.consumer_name)

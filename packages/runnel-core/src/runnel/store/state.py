@@ -59,3 +59,15 @@ class TableStore(abc.ABC):
     @abc.abstractmethod
     async def clear(self, table: str, partitions: Sequence[PartitionId]) -> None:
         """Delete every key of the table on these partitions."""
+
+    @abc.abstractmethod
+    async def partition_counts(self, tables: Sequence[str]) -> dict[str, int]:
+        """The partition count each table was first committed with (absent: none yet)."""
+
+    @abc.abstractmethod
+    async def set_partition_count(self, table: str, count: int) -> int:
+        """Record ``count`` for ``table`` unless one is recorded; the one recorded."""
+
+    @abc.abstractmethod
+    async def forget(self, table: str) -> None:
+        """Drop what :meth:`set_partition_count` recorded (the table was cleared)."""

@@ -9,7 +9,7 @@ committed value, and :meth:`Table.items` iterates a partition's.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -169,8 +169,40 @@ class Table:
                 if not cursor:
                     break
 
+    async def clear(self, partitions: Sequence[int] | None = None) -> None:
+        """Delete the committed state of these partitions (all when None). Only while no
+        worker writes the table: an owner's cache would commit its values again."""
+        store = self._store()
+        numbers = range(self.source.partition_count) if partitions is None else partitions
+        await store.clear(self.name, [self.source.partition_id(n) for n in numbers])
+        if partitions is None:
+            await store.forget(self.name)
+
     async def sizes(self) -> dict[int, int]:
         """How many keys each partition holds (committed)."""
         ids = [self.source.partition_id(n) for n in range(self.source.partition_count)]
         found = await self._store().sizes(self.name, ids)
         return {p.number: n for p, n in found.items()}
+
+
+async def check_partition_counts(store: TableStore, tables: Sequence[Table]) -> None:
+    """Refuse tables whose source stream is declared with another partition count than
+    the one they were built with: their keys would be looked for in the wrong partitions.
+    The first check records the count."""
+    recorded = await store.partition_counts([t.name for t in tables])
+    wrong = []
+    for table in tables:
+        count = recorded.get(table.name)
+        if count is None:
+            count = await store.set_partition_count(table.name, table.source.partition_count)
+        if count != table.source.partition_count:
+            wrong.append((table, count))
+    if wrong:
+        names = ", ".join(repr(t.name) for t, _ in wrong)
+        table, count = wrong[0]
+        raise Misconfigured(
+            f"stream {table.source.name!r} is declared with {table.source.partition_count} "
+            f"partitions, but its tables {names} were built with {count}: their keys would "
+            f"be looked for in the wrong partitions. Declare partition_count={count} again, "
+            "or clear the tables first (runnel table clear)"
+        )
