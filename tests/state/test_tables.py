@@ -1,0 +1,292 @@
+"""Tables in a processor, end to end with real workers in this process, on every store:
+what a processor writes is committed with the acknowledgement of the event that wrote it,
+read back by anyone, loaded by the next owner, and rolled back when the event fails."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from runnel import App, ExceptionPolicy, Record
+from runnel.exceptions import Misconfigured, TableError, WrongPartition
+from runnel.testing import run
+
+PARTITIONS = 4
+
+
+class Order(Record):
+    customer: str
+    amount: int
+
+
+class Total(Record):
+    count: int
+    amount: int
+
+
+def shop(app_name: str, store_url: str, **settings: Any) -> App:
+    return App(name=app_name, redis_url=store_url, **settings)
+
+
+def orders_of(n: int) -> list[Order]:
+    return [Order(customer=f"c{i % 9}", amount=i) for i in range(n)]
+
+
+async def test_counts_per_key_are_committed_and_read_back(app_name: str, store_url: str) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    counts = app.table("counts", source=orders, default=0)
+    sums = app.table("sums", source=orders, record=Total)
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+            before = sums[order.customer] or Total(count=0, amount=0)
+            sums[order.customer] = Total(
+                count=before.count + 1, amount=before.amount + order.amount
+            )
+
+    sent = orders_of(500)
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+    expected = Counter(o.customer for o in sent)
+    for customer, count in expected.items():
+        assert await counts.get(customer) == count
+        total = await sums.get(customer)
+        assert total == Total(
+            count=count, amount=sum(o.amount for o in sent if o.customer == customer)
+        )
+    assert await counts.get("nobody") == 0
+    assert sum((await counts.sizes()).values()) == len(expected)
+    assert dict([kv async for kv in counts.items()]) == dict(expected)
+    await app.aclose()
+
+
+async def test_a_batch_commits_its_changes_with_its_acknowledgement(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=2)
+    counts = app.table("counts", source=orders, default=0)
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for batch in events.take(20, within=0.05).records():
+            for order in batch:
+                counts[order.customer] += order.amount
+
+    sent = orders_of(300)
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+    for customer in {o.customer for o in sent}:
+        assert await counts.get(customer) == sum(o.amount for o in sent if o.customer == customer)
+    await app.aclose()
+
+
+async def test_a_failed_iteration_changes_nothing_and_its_retry_counts_once(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=2)
+    counts = app.table("counts", source=orders, default=0)
+    failures: dict[int, int] = {}
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.RETRY, retries=5, retry_backoff=0.01)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+            if order.amount % 10 == 0 and failures.get(order.amount, 0) < 2:
+                failures[order.amount] = failures.get(order.amount, 0) + 1
+                raise RuntimeError("not this time")
+
+    sent = orders_of(100)
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+    for customer, count in Counter(o.customer for o in sent).items():
+        assert await counts.get(customer) == count
+    assert sum(failures.values()) == 20
+    await app.aclose()
+
+
+async def test_an_ignored_event_applies_nothing(app_name: str, store_url: str) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=2)
+    counts = app.table("counts", source=orders, default=0)
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+            if order.amount % 2:
+                raise RuntimeError("odd")
+
+    sent = orders_of(90)
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+    for customer in {o.customer for o in sent}:
+        evens = sum(1 for o in sent if o.customer == customer and o.amount % 2 == 0)
+        assert await counts.get(customer) == evens
+    await app.aclose()
+
+
+async def test_the_next_owner_goes_on_from_the_committed_state(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    counts = app.table("counts", source=orders, default=0)
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+
+    first, second = orders_of(200), orders_of(300)
+    async with run(app, store=store_url) as t:
+        await orders.send(*first)
+        await t.processed()
+    async with run(app, store=store_url) as t:  # a new worker: nothing cached
+        await orders.send(*second)
+        await t.processed()
+    for customer, count in Counter(o.customer for o in first + second).items():
+        assert await counts.get(customer) == count
+    await app.aclose()
+
+
+async def test_keys_no_event_brought_are_read_and_written_too(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
+    totals = app.table("totals", source=orders, default=0)
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            totals["all"] += order.amount  # one partition: every key is ours
+            await totals.load("seen")
+            totals["seen"] += 1
+            assert "all" in totals
+            del totals["never"]
+
+    sent = orders_of(50)
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+    assert await totals.get("all") == sum(o.amount for o in sent)
+    assert await totals.get("seen") == 50
+    assert await totals.get("never", "absent") == "absent"
+    await app.aclose()
+
+
+async def test_a_key_of_another_partition_is_refused_naming_both(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    counts = app.table("counts", source=orders, default=0)
+    errors: list[BaseException] = []
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            other = next(
+                f"x{i}" for i in range(100) if orders.hash(f"x{i}") != orders.hash(order.customer)
+            )
+            try:
+                counts[other] += 1
+            except WrongPartition as exc:
+                errors.append(exc)
+
+    async with run(app, store=store_url) as t:
+        await orders.send(Order(customer="ada", amount=1))
+        await t.processed()
+    [error] = errors
+    assert f"partition {orders.hash('ada')}" in str(error)
+    assert "belongs to partition" in str(error)
+    assert sum((await counts.sizes()).values()) == 0
+    await app.aclose()
+
+
+async def test_outside_the_processor_a_table_is_read_with_get(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer")
+    counts = app.table("counts", source=orders, default=0)
+    with pytest.raises(TableError, match=r"await table\.get"):
+        counts["ada"] += 1
+    assert await counts.get("ada") == 0
+    await app.aclose()
+
+
+async def test_a_second_processor_may_not_write_the_table(app_name: str, store_url: str) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
+    counts = app.table("counts", source=orders, default=0)
+    refused: list[BaseException] = []
+
+    @app.processor(orders)
+    async def first(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def second(events: Any) -> None:
+        async for order in events.records():
+            await asyncio.sleep(0.01)
+            try:
+                counts[order.customer] = -1
+            except TableError as exc:
+                refused.append(exc)
+            assert await counts.get(order.customer) >= 0  # reading committed values is fine
+
+    async with run(app, store=store_url) as t:
+        await orders.send(*orders_of(5))
+        await t.processed()
+    assert refused and "written by processor 'first'" in str(refused[0])
+    await app.aclose()
+
+
+async def test_a_value_that_cannot_be_encoded_fails_the_event_and_commits_nothing(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
+    counts = app.table("counts", source=orders, default=0)
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+            if order.amount == 3:
+                counts["bad"] = object()  # JSON cannot carry it
+
+    async with run(app, store=store_url) as t:
+        await orders.send(*[Order(customer="ada", amount=i) for i in range(5)])
+        await t.processed()
+        assert len(t.failures) == 1
+        assert "cannot encode the table value" in str(t.failures[0].exception)
+    assert await counts.get("ada") == 4
+    assert await counts.get("bad") == 0
+    await app.aclose()
+
+
+def test_declarations_are_checked(app_name: str) -> None:
+    app = App(name=app_name, redis_url="memory://")
+    orders = app.stream("orders", record=Order, partition_by="customer")
+    app.table("counts", source=orders)
+    with pytest.raises(Misconfigured, match="already declared"):
+        app.table("counts", source=orders)
+    with pytest.raises(Misconfigured, match="needs a source Stream"):
+        app.table("other", source="orders")  # type: ignore[arg-type]
+    with pytest.raises(Misconfigured, match="Record subclass"):
+        app.table("third", source=orders, record=dict)  # type: ignore[arg-type]
