@@ -47,10 +47,6 @@ runnel acl MODULE:APP                                   # the ACL SETUSER rules 
 """The ``runnel`` lines of API.md's code blocks, as written there."""
 
 NOT_BUILT_YET = {
-    # API.md's "Tables and windows (state)": the table commands come with tables.
-    ("table", "list"): None,
-    ("table", "get"): None,
-    ("table", "dump"): None,
     # API.md's "Job workflows and control": queues, cancelling, ACL rules.
     ("worker",): "--queues",
     ("jobs", "cancel"): None,

@@ -17,6 +17,7 @@ from runnel.processing.lease import Lease
 from runnel.processor import Processor
 from runnel.store.coordination import ReadResult
 from runnel.store.log import PartitionId, Position
+from runnel.store.state import Commit
 from runnel.stream import Stream
 from runnel.types import Event, Partition
 
@@ -118,6 +119,9 @@ class Log:
         await self.ack({partition: ids})
 
     # The ack sink.
+
+    async def commit(self, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
+        return await self.ack({p: c.ids for p, c in commits.items()})
 
     async def ack(self, ids: Mapping[PartitionId, Sequence[bytes]]) -> list[PartitionId]:
         await asyncio.sleep(0)

@@ -22,9 +22,9 @@ async def noop(events):  # type: ignore[no-untyped-def]
 def wire(app: App, stream: Stream, log: Log) -> tuple[Acknowledger, list[Acks], list[PartitionId]]:
     stats = stats_of(processor_of(app, stream, noop))
     lost: list[PartitionId] = []
-    acknowledger = Acknowledger(log.ack, lost.append)
+    acknowledger = Acknowledger(log.commit, lost.append)
     acks = [
-        Acks(p.id, stats.partition(p.number), log.ack, lost.append, acknowledger.wake)
+        Acks(p.id, stats.partition(p.number), log.commit, lost.append, acknowledger.wake)
         for p in stream.partitions
     ]
     log.owned = {p.id for p in stream.partitions}
@@ -106,7 +106,7 @@ async def test_drain_waits_for_a_send_in_flight(app: App, stream: Stream) -> Non
     log = Log()
     _, (a0, _), _ = wire(app, stream, log)
     a0.add(b"1-0")
-    taken = a0.take()  # an acknowledger's send, in flight
+    taken = a0.take().ids  # an acknowledger's send, in flight
     draining = asyncio.create_task(a0.drain())
     await asyncio.sleep(0)
     assert not draining.done()

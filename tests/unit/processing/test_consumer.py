@@ -33,7 +33,7 @@ class Wired:
         self.quarantined: list[tuple[PartitionId, str | None, str]] = []
         self.inbox = Inbox(self.partition, 10, asyncio.Event())
         stats = stats_of(self.processor).partition(self.partition.number)
-        acks = Acks(self.partition.id, stats, self.log.ack, lambda _: None, lambda _: None)
+        acks = Acks(self.partition.id, stats, self.log.commit, lambda _: None, lambda _: None)
         self.consumer = Consumer(
             self.processor,
             self.partition,

@@ -35,7 +35,7 @@ class Wired:
 
     def consumer_for(self, partition: Partition, inbox: Inbox) -> Consumer:
         stats = self.stats.partition(partition.number)
-        acks = Acks(partition.id, stats, self.log.ack, lambda _: None, lambda _: None)
+        acks = Acks(partition.id, stats, self.log.commit, lambda _: None, lambda _: None)
         return Consumer(
             self.processor,
             partition,
