@@ -15,6 +15,7 @@ from runnel.metrics.stats import EVENT_BUCKETS, JOB_BUCKETS
 PARTITION = ("app", "processor", "stream", "partition")
 PROCESSOR = ("app", "processor", "stream")
 JOB = ("app", "job")
+TABLE = ("app", "processor", "stream", "table")
 APP = ("app",)
 
 
@@ -84,6 +85,31 @@ class Definitions:
             "Events of an owned partition trimmed before the processor read them, since the "
             "stream began (on_full='drop_oldest'); never decreases.",
             PARTITION,
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
+        self.table_commits = Counter(
+            "runnel_table_commits_total",
+            "Commits that wrote the table (its changes with the acknowledgements).",
+            TABLE,
+            registry=r,
+        )
+        self.table_hits = Counter(
+            "runnel_table_cache_hits_total",
+            "Reads of the table served by the worker's cache.",
+            TABLE,
+            registry=r,
+        )
+        self.table_misses = Counter(
+            "runnel_table_cache_misses_total",
+            "Keys of the table read from the store (not cached).",
+            TABLE,
+            registry=r,
+        )
+        self.table_keys = Gauge(
+            "runnel_table_keys",
+            "Keys an owned partition of the table holds (committed).",
+            ("app", "table", "partition"),
             multiprocess_mode="livemostrecent",
             registry=r,
         )

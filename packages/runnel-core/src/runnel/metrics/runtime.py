@@ -119,6 +119,11 @@ class WorkerMetrics:
             self._add(d.rebalances, labels, ps.rebalances)
             d.owned.labels(*labels).set(len(executor.runner.owned))
             self._add_buckets(d.processing, labels, ps.timings)
+            for name, table in list(ps.tables.items()):
+                where = (*labels, name)
+                self._add(d.table_commits, where, table.commits)
+                self._add(d.table_hits, where, table.hits)
+                self._add(d.table_misses, where, table.misses)
             for number, part in list(ps.partitions.items()):
                 where = (*labels, str(number))
                 self._add(d.processed, where, part.processed)
@@ -209,6 +214,13 @@ class WorkerMetrics:
                 self.defs.lag.labels(*where).set(lag)
             self.defs.pending.labels(*where).set(pending)
             self.defs.lost.labels(*where).set(lost.get(key, 0))
+        tables = executor.processor.stream.tables
+        store = executor.store.table_store(self.app) if tables else None
+        if store is not None:
+            for table in tables:
+                sizes = await store.sizes(table.name, list(keys))
+                for key, count in sizes.items():
+                    self.defs.table_keys.labels(self.app, table.name, str(keys[key])).set(count)
 
     def _forget(self, labels: tuple[str, ...]) -> None:
         """A partition no longer ours: its owner reports it now. In multiprocess mode a

@@ -59,6 +59,17 @@ class PartitionStats:
         self.sample_every = sample_every  # 0: metrics off, time nothing
 
 
+class TableStats:
+    """One table as used by one processor in this process (cumulative)."""
+
+    __slots__ = ("commits", "hits", "misses")
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.hits = 0
+        self.misses = 0
+
+
 class ProcessorStats:
     """One processor's counters, by partition number (kept across reassignments, so
     they only ever grow)."""
@@ -70,7 +81,14 @@ class ProcessorStats:
         self.timings = Timings(EVENT_BUCKETS)
         self.sample_every = SAMPLE_EVERY if enabled else 0
         self.partitions: dict[int, PartitionStats] = {}
+        self.tables: dict[str, TableStats] = {}
         self._numbers = {p.key: p.number for p in processor.stream.partitions}
+
+    def table(self, name: str) -> TableStats:
+        stats = self.tables.get(name)
+        if stats is None:
+            stats = self.tables[name] = TableStats()
+        return stats
 
     def partition(self, number: int) -> PartitionStats:
         stats = self.partitions.get(number)

@@ -122,7 +122,7 @@ class Acks:
     def committed(self, pending: Pending) -> None:
         self.stats.acked += len(pending.ids)
         if self.state is not None and pending.writes:
-            self.state.committed(pending.seq)
+            self.state.committed(pending.seq, pending.writes)
 
     def done(self) -> None:
         self._sending -= 1

@@ -154,7 +154,7 @@ class Executor:
         if store is None:
             raise Misconfigured(f"{type(self.store).__name__} keeps no tables")
         limit = self.processor.app.settings.table_cache_size
-        return PartitionState(partition, tables, store, self.processor.name, limit)
+        return PartitionState(partition, tables, store, self.processor.name, limit, self.stats)
 
     async def _ack(self, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         """The ack sink of our partitions: applied only where we hold the lock."""

@@ -23,6 +23,7 @@ from runnel.store.state import TableStore, Writes
 from runnel.tables.codec import ValueCodec, encode_key
 
 if TYPE_CHECKING:
+    from runnel.metrics.stats import ProcessorStats
     from runnel.types import Event, Partition
 
 ABSENT: Any = object()
@@ -146,7 +147,9 @@ class PartitionState:
         store: TableStore,
         processor: str,
         limit: int,
+        stats: ProcessorStats | None = None,
     ) -> None:
+        self.stats = stats
         self.partition = partition
         self.tables = list(tables)
         self.store = store
@@ -235,6 +238,15 @@ class PartitionState:
         for view in self.views.values():
             view.rollback()
 
-    def committed(self, seq: int) -> None:
+    def committed(self, seq: int, tables: Iterable[str] = ()) -> None:
+        """Changes sealed up to ``seq`` are in the store (their commit wrote ``tables``)."""
         for view in self.views.values():
             view.committed(seq)
+        stats = self.stats
+        if stats is not None:
+            for name in tables:
+                stats.table(name).commits += 1
+            for name, view in self.views.items():
+                found = stats.table(name)
+                found.hits, view.hits = found.hits + view.hits, 0
+                found.misses, view.misses = found.misses + view.misses, 0
