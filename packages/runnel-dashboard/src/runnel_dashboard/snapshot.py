@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from runnel.admin.dead_letters import oldest_dead_jobs
 from runnel.admin.jobs import jobs_report
 from runnel.admin.status import schedule_report, status_report, stream_length
+from runnel.admin.tables import tables_report
 from runnel.app import App
 
 DEAD_SHOWN = 200
@@ -33,8 +34,8 @@ def iso(seconds: float | None) -> str | None:
 
 
 async def snapshot(app: App) -> dict[str, Any]:
-    """Processors, partitions, the leader; the job queue, its dead letters and the app's
-    schedule of timers and crontabs."""
+    """Processors, partitions, the leader; the tables (keys per partition); the job queue,
+    its dead letters and the app's schedule of timers and crontabs."""
     status = await status_report(app)
     for proc in status["processors"]:
         proc["length"] = await stream_length(app, proc["name"])
@@ -51,4 +52,5 @@ async def snapshot(app: App) -> dict[str, Any]:
         "jobs": queue,
         "dead": dead,
         "schedule": schedule_report(app),
+        "tables": await tables_report(app),
     }

@@ -166,6 +166,32 @@ function drawProcessors(state) {
   box.replaceChildren(...state.processors.map(drawProcessor));
 }
 
+function drawTables(state) {
+  const box = document.getElementById("tables");
+  const tables = state.tables || [];
+  document.getElementById("tables-section").hidden = !tables.length;
+  box.replaceChildren(
+    ...tables.map((t) =>
+      el(
+        "div",
+        { class: "card state-table", "data-name": t.name },
+        el("h3", {}, t.name, " ", el("span", { class: "sub" }, `of stream ${t.stream}, ${t.keys} keys`)),
+        table(
+          [["partition", "num"], ["keys", "num"]],
+          t.partitions.map((p) =>
+            el(
+              "tr",
+              { class: "table-partition", "data-table": t.name, "data-number": p.number },
+              el("td", { class: "num" }, p.number),
+              el("td", { class: "num" }, p.keys),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
 // --- job queue ----------------------------------------------------------------------
 
 function count(label, value, extra, alarm) {
@@ -298,6 +324,7 @@ async function poll() {
     document.getElementById("updated").textContent = new Date(state.now * 1000).toLocaleTimeString();
     drawThroughput(state);
     drawProcessors(state);
+    drawTables(state);
     drawJobs(state);
     document.body.dataset.loaded = "yes";
   } catch (err) {
