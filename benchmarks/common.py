@@ -73,6 +73,24 @@ def fill(url: str, stream: str, total: int, chunk: int = 20_000) -> None:
     client.close()
 
 
+def fill_keyed(url: str, stream: str, total: int, keys: int, chunk: int = 20_000) -> None:
+    """Like :func:`fill`, with ``keys`` distinct keys (``k0`` ... in turn), each in the
+    partition Runnel's default hasher routes it to (a table needs its keys there)."""
+    from runnel.hashing import default_hasher
+
+    client = redis.Redis.from_url(url)
+    partitions = stream_keys(stream)
+    client.delete(*partitions)
+    where = [default_hasher(f"k{k}") % PARTITIONS for k in range(keys)]
+    for start in range(0, total, chunk):
+        pipe = client.pipeline(transaction=False)
+        for i in range(start, min(start + chunk, total)):
+            data = orjson.dumps({"key": f"k{i % keys}", "n": i})
+            pipe.execute_command("XADD", partitions[where[i % keys]], "*", "data", data)
+        pipe.execute()
+    client.close()
+
+
 def drop(url: str, stream: str) -> None:
     client = redis.Redis.from_url(url)
     client.delete(*stream_keys(stream))

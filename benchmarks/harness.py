@@ -91,6 +91,7 @@ def drain(
     total: int,
     processes: int = 1,
     extra: Sequence[str] = (),
+    action: str = "drain",
 ) -> dict[str, Any]:
     """Drain ``stream`` (``total`` events) with ``processes`` fresh consumer processes of
     ``side`` in ``group``.
@@ -99,7 +100,7 @@ def drain(
     start-up, joining and stopping are not in it.
     """
     group = f"{side}-{group}"  # each side a group of its own on the same entries
-    args = ["drain", "--url", url, "--stream", stream, "--group", group, "--batch", str(batch)]
+    args = [action, "--url", url, "--stream", stream, "--group", group, "--batch", str(batch)]
     args += extra
     redis_cpu = RedisCpu(url)
     procs = [Proc(side, *args) for _ in range(processes)]

@@ -40,6 +40,29 @@ async def drain(
     return {**tally.result(), "exit_code": code}
 
 
+async def count(url: str, stream: str, group: str, batch: int) -> dict[str, Any]:
+    """Count per key in a table, per event (batch 1) or ``take(batch)``, until SIGTERM."""
+    app = _app(url, default_join_delay=0)
+    pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
+    counts = app.table(f"counts-{group}", source=pings, default=0)
+    tally = Tally()
+
+    @app.processor(pings, name=group)
+    async def tally_counts(events):  # type: ignore[no-untyped-def]
+        if batch == 1:
+            async for record in events.records():
+                counts[record.key] += 1
+                tally.add(1)
+        else:
+            async for records in events.take(batch, within=0.01).records():
+                for record in records:
+                    counts[record.key] += 1
+                tally.add(len(records))
+
+    code = await Worker(app).run()
+    return {**tally.result(), "exit_code": code}
+
+
 async def send(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
     """``stream.send(*records)`` in batches; the records are made before timing."""
     app = _app(url)

@@ -26,7 +26,7 @@ def emit(obj: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.worker_proc")
     parser.add_argument("side", choices=["runnel", "plain"])
-    parser.add_argument("action", choices=["drain", "send", "latency", "produce"])
+    parser.add_argument("action", choices=["drain", "count", "send", "latency", "produce"])
     parser.add_argument("--url", required=True)
     parser.add_argument("--stream", required=True)
     parser.add_argument("--group", default="g")
@@ -43,6 +43,8 @@ def main() -> None:
         job = runnel_side.drain(a.url, a.stream, a.group, a.batch, metrics_port=a.metrics_port)
     elif a.action == "drain":
         job = side.drain(a.url, a.stream, a.group, a.batch)
+    elif a.action == "count":
+        job = side.count(a.url, a.stream, a.group, a.batch)
     elif a.action == "send":
         job = side.send(a.url, a.stream, a.events, a.batch)
     elif a.action == "latency":

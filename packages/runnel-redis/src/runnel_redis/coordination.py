@@ -355,7 +355,8 @@ class RedisCoordination(Coordination):
         """COMMIT: every partition's writes and acknowledgements in one script call."""
         partitions = list(commits)
         keys, args = commit_arguments(self, partitions, commits)
-        reply = await self._commit(keys=keys, args=[owner, self.group, *args])
+        packed = resp.bulks([owner, self.group, *args])
+        reply = await self._commit.packed(keys, 2 + len(args), packed)
         return [partitions[i - 1] for i in reply]
 
     def table_key(self, table: str, partition: PartitionId) -> str:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runnel.exceptions import TransportError
 from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
@@ -83,8 +83,9 @@ class Acks:
         self.stats = stats
         self.state = state
         self.ids: list[bytes] = []
-        self.writes: dict[str, dict[bytes, bytes | None]] = {}
+        self.writes: dict[str, dict[Any, Any]] = {}  # sealed, encoded when sent
         self.seq = 0
+        self._back: dict[str, dict[bytes, bytes | None]] = {}  # a failed send's writes
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
         self._send = send
         self._lost = lost
@@ -100,13 +101,20 @@ class Acks:
         self.ids.append(xid)
         state = self.state
         if state is not None and state.changed:
-            for table, values in state.seal().items():
-                self.writes.setdefault(table, {}).update(values)
-            self.seq = state.seq
+            self.seq = state.seal(self.writes)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether there is something to send."""
+        return bool(self.ids)
 
     def take(self) -> Pending:
         """Hand what is recorded to a sender (which must :meth:`done` or :meth:`give_back`)."""
-        pending = Pending(self.ids, self.writes, self.seq)
+        writes = self.state.encode(self.writes) if self.writes and self.state else {}
+        pending = Pending(self.ids, writes, self.seq)
+        if self._back:  # a failed send's writes, under the newer ones
+            pending = Pending([], self._back).merge(pending)
+            self._back = {}
         self.ids, self.writes = [], {}
         self.stats.processed += len(pending.ids)  # counted per batch taken, not per event
         self._sending += 1
@@ -114,8 +122,9 @@ class Acks:
         return pending
 
     def give_back(self, pending: Pending) -> None:
-        back = pending.merge(Pending(self.ids, self.writes, self.seq))
-        self.ids, self.writes = back.ids, back.writes
+        self.ids = pending.ids + self.ids
+        self._back = Pending([], pending.writes).merge(Pending([], self._back)).writes
+        self.seq = max(self.seq, pending.seq)
         self.stats.processed -= len(pending.ids)
         self.done()
 
@@ -133,7 +142,7 @@ class Acks:
         """Send what is recorded now: True once acknowledged, False if the partition is
         lost (its new owner processes these again), None if the send failed and the ids
         are kept for another try."""
-        if not self.ids:
+        if not self.waiting:
             return True
         pending = self.take()
         count = len(pending.ids)
@@ -193,7 +202,7 @@ class Acknowledger:
             taken = {
                 key: (acks, acks.take())
                 for key, acks in waiting.items()
-                if acks.ids and not acks.draining
+                if acks.waiting and not acks.draining
             }
             if not taken:
                 continue

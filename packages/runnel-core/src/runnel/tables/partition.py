@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import TableError, WrongPartition
-from runnel.store.state import TableStore, Writes
+from runnel.store.state import TableStore
 from runnel.tables.codec import ValueCodec, encode_key
 
 if TYPE_CHECKING:
@@ -31,6 +31,19 @@ ABSENT: Any = object()
 UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
 _IMMUTABLE = (int, float, str, bytes, bool, tuple, frozenset, type(None))
+
+
+class Encoded:
+    """A sealed value already encoded (a mutable one: later changes must not reach it)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+Sealed = dict[str, dict[Any, Any]]
+"""Table name -> key -> value as sealed (see :meth:`TableView.seal`)."""
 
 
 class Source(Protocol):
@@ -102,15 +115,33 @@ class TableView:
             self.values[key] = value
             self.misses += 1
 
-    def seal(self, seq: int) -> dict[bytes, bytes | None]:
+    def seal(self, seq: int, into: dict[Any, Any]) -> None:
+        """Add the changes as they are now to ``into``: immutable values as they are
+        (encoded only when sent, and only the last of several changes of a key), others
+        encoded now."""
         encode = self.table.codec.encode
-        out: dict[bytes, bytes | None] = {}
+        sealed = self.sealed
         for key, value in self.dirty.items():
-            out[encode_key(key)] = None if value is ABSENT else encode(value)
-            self.sealed[key] = seq
+            if value is ABSENT or isinstance(value, _IMMUTABLE):
+                into[key] = value
+            else:
+                into[key] = Encoded(encode(value))
+            sealed[key] = seq
         self.dirty.clear()
         self.undo.clear()
-        return out
+
+    def encode(self, sealed: dict[Any, Any]) -> dict[bytes, bytes | None]:
+        encode = self.table.codec.encode
+        return {
+            encode_key(key): (
+                None
+                if value is ABSENT
+                else value.data
+                if isinstance(value, Encoded)
+                else encode(value)
+            )
+            for key, value in sealed.items()
+        }
 
     def rollback(self) -> None:
         for key, before in self.undo.items():
@@ -158,6 +189,7 @@ class PartitionState:
         self.views: dict[str, TableView] = {}
         self.seq = 0
         self.changed = False
+        self.key_of = partition.stream.key_of
 
     def view(self, table: Table) -> TableView:
         found = self.views.get(table.name)
@@ -195,13 +227,17 @@ class PartitionState:
 
     def loaded(self, event: Event) -> bool:
         """Whether the event's key is loaded in every table this processor uses."""
-        if not self.views:
+        views = self.views
+        if not views:
             return True
         try:
-            key = self.partition.stream.key_of(event.record)
+            key = self.key_of(event.record)
         except Exception:
             return True
-        return all(view.loaded(key) for view in self.views.values())
+        for view in views.values():
+            if key not in view.values:
+                return False
+        return True
 
     async def prefetch(self, events: Iterable[Event]) -> None:
         """Load the keys of ``events`` in every table this processor uses (one store call
@@ -222,15 +258,22 @@ class PartitionState:
 
     # Committing.
 
-    def seal(self) -> Writes:
-        """This iteration's changes, encoded, for its acknowledgement to commit."""
+    def seal(self, into: Sealed) -> int:
+        """Add this iteration's changes to ``into``, what its acknowledgement will commit;
+        the number of this seal."""
         self.changed = False
         self.seq += 1
-        writes = {}
         for name, view in self.views.items():
             if view.dirty:
-                writes[name] = view.seal(self.seq)
-        return writes
+                found = into.get(name)
+                if found is None:
+                    found = into[name] = {}
+                view.seal(self.seq, found)
+        return self.seq
+
+    def encode(self, sealed: Sealed) -> dict[str, dict[bytes, bytes | None]]:
+        """Sealed changes as the store takes them."""
+        return {name: self.views[name].encode(values) for name, values in sealed.items()}
 
     def rollback(self) -> None:
         """The iteration failed: undo its changes (the policy decides what happens next)."""

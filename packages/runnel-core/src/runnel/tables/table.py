@@ -86,8 +86,10 @@ class Table:
                 f"table {self.name!r} is read and written with [] only inside the processor "
                 f"of stream {self.source.name!r}; elsewhere, await table.get(key)"
             )
-        state.check(self, key)
-        return state, state.view(self)
+        view = state.views.get(self.name) or state.view(self)
+        if key not in view.values:  # a key loaded here was checked (or came with an event)
+            state.check(self, key)
+        return state, view
 
     def __getitem__(self, key: Any) -> Any:
         state, view = self._here(key)
