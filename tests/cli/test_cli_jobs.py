@@ -29,7 +29,7 @@ import pytest
 import redis
 
 from runnel.runtime.worker import Worker
-from tests.helpers import WorkerProcess, cli, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "jobmod"
 APP = f"{MODULE}:app"

@@ -22,8 +22,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.cluster.conftest import MODULE, Cluster, Frozen, check_overlaps
-from tests.helpers import WorkerProcess, wait_for
+from tests.support.processes import WorkerProcess, wait_for
+from tests.support.worker_cluster import MODULE, Cluster, Frozen, check_overlaps
 
 pytestmark = pytest.mark.measurement
 

@@ -17,7 +17,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.cluster.conftest import (
+from tests.support.processes import wait_for
+from tests.support.proxy import Proxy
+from tests.support.worker_cluster import (
     LOCK_EXPIRY,
     TEST_CLIENT,
     Cluster,
@@ -26,8 +28,6 @@ from tests.cluster.conftest import (
     is_stopped,
     pause,
 )
-from tests.cluster.proxy import Proxy
-from tests.helpers import wait_for
 
 BATCH = 1500
 

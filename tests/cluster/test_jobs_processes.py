@@ -39,9 +39,8 @@ import pytest
 from runnel.jobs import JobFailed, JobStatus
 from runnel.jobs.model import JobRecord
 from runnel_redis.layout import KeyLayout, layout_for
-from tests.cluster.conftest import first_occurrences, is_stopped, pause
-from tests.cluster.conftest import test_client as client_for
-from tests.helpers import WorkerProcess, cli, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+from tests.support.worker_cluster import client_for, first_occurrences, is_stopped, pause
 
 MODULE = "jobsapp"
 PARTITIONS = 8

@@ -13,8 +13,8 @@ from __future__ import annotations
 import signal
 from itertools import groupby
 
-from tests.cluster.conftest import Cluster, Frozen, check_overlaps, pause
-from tests.helpers import WorkerProcess, wait_for
+from tests.support.processes import WorkerProcess, wait_for
+from tests.support.worker_cluster import Cluster, Frozen, check_overlaps, pause
 
 BATCH = 1000
 CYCLES = 4

@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 
 from runnel import App, Record
-from tests.helpers import WorkerProcess, cli, env_with, wait_for
-from tests.metrics_scrape import Samples, free_port, scrape, total
+from tests.support.metrics_scrape import Samples, free_port, scrape, total
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 HANG = 60
 PARTITIONS = 8

@@ -6,8 +6,8 @@ import threading
 
 import redis
 
-from tests.cluster.conftest import Cluster
-from tests.helpers import wait_for
+from tests.support.processes import wait_for
+from tests.support.worker_cluster import Cluster
 
 BATCH = 1500
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.cluster.conftest import MODULE, PARTITIONS, Cluster, check_overlaps
-from tests.helpers import wait_for
+from tests.support.processes import wait_for
+from tests.support.worker_cluster import MODULE, PARTITIONS, Cluster, check_overlaps
 
 BATCH = 1200
 

@@ -8,8 +8,7 @@ import redis
 
 from runnel import ExceptionPolicy, Record
 from runnel.exceptions import Unavailable
-
-from .conftest import Running, all_pending, make_app, pending_ids
+from tests.support.apps import Running, all_pending, make_app, pending_ids
 
 
 class Ping(Record):

@@ -21,8 +21,7 @@ from pydantic import Field
 from runnel import App, ExceptionPolicy, Record, Stream
 from runnel.exceptions import SchemaIncompatible
 from runnel_avro import AvroSerializer
-
-from .conftest import Running, make_app
+from tests.support.apps import Running, make_app
 
 
 class V1:

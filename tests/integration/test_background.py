@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from runnel.background import BackgroundTask
-
-from .conftest import Running, make_app
+from tests.support.apps import Running, make_app
 
 
 async def test_task_once_timers_repeatedly_until_stop(redis_url: str, app_name: str) -> None:

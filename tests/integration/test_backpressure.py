@@ -7,8 +7,7 @@ import asyncio
 import redis
 
 from runnel import Record
-
-from .conftest import Running, keys_by_partition, make_app, pending_ids
+from tests.support.apps import Running, keys_by_partition, make_app, pending_ids
 
 
 class Ping(Record):

@@ -8,8 +8,7 @@ import redis
 
 from runnel import Event, ExceptionPolicy, Record
 from runnel.interfaces import Middleware
-
-from .conftest import Running, make_app, pending_ids, pending_or_none
+from tests.support.apps import Running, make_app, pending_ids, pending_or_none
 
 
 class Ping(Record):

@@ -16,8 +16,7 @@ import redis
 from runnel import ExceptionPolicy, Record, Stream
 from runnel.exceptions import DecodeError
 from runnel.middleware import Dead, DeadLetterMiddleware
-
-from .conftest import Running, all_pending, keys_by_partition, make_app, pending_ids
+from tests.support.apps import Running, all_pending, keys_by_partition, make_app, pending_ids
 
 
 class Order(Record):

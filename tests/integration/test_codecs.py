@@ -22,8 +22,7 @@ from pydantic import Field
 from runnel import App, Record, Stream
 from runnel.codecs import GzipCompressor, JSONSerializer, MsgpackSerializer
 from runnel_avro import AvroSerializer, schema_fingerprint
-
-from .conftest import Running, make_app
+from tests.support.apps import Running, make_app
 
 MAGIC = {
     "gzip": b"\x1f\x8b",

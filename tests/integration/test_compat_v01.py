@@ -19,9 +19,8 @@ import redis
 from runnel import ExceptionPolicy, Record, context
 from runnel.exceptions import EntryIdError
 from runnel.worker import Worker
-from tests.helpers import cli, env_with
-
-from .conftest import FAST, Running, keys_by_partition, make_app
+from tests.support.apps import FAST, Running, keys_by_partition, make_app
+from tests.support.processes import cli, env_with
 
 
 class Ping(Record):

@@ -21,9 +21,8 @@ from runnel.exceptions import Unavailable
 from runnel.processing.executor import Executor
 from runnel.runtime.worker import Worker
 from runnel_redis.transport import RedisTransport
-
-from .conftest import Running, eventually, keys_by_partition, make_app
-from .coordination_keys import (
+from tests.support.apps import Running, eventually, keys_by_partition, make_app
+from tests.support.coordination_keys import (
     COUNT,
     PROC,
     STREAM,

@@ -10,8 +10,7 @@ import redis
 
 from runnel import Event, ExceptionPolicy, Record
 from runnel.middleware import Dead, DeadLetterMiddleware
-
-from .conftest import Running, all_pending, make_app, pending_ids
+from tests.support.apps import Running, all_pending, make_app, pending_ids
 
 
 class Order(Record):

@@ -38,8 +38,7 @@ from runnel.jobs import (
     current_job,
 )
 from runnel.jobs.model import Outcome, QueueCounts
-
-from .conftest import HANG_GUARD, Running, eventually, make_app
+from tests.support.apps import HANG_GUARD, Running, eventually, make_app
 
 T = TypeVar("T")
 

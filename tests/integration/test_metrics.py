@@ -12,9 +12,8 @@ from typing import Any
 
 from runnel import Record
 from runnel.types import ExceptionPolicy
-from tests.metrics_scrape import Samples, free_port, present, scrape, total
-
-from .conftest import HANG_GUARD, Running, make_app
+from tests.support.apps import HANG_GUARD, Running, make_app
+from tests.support.metrics_scrape import Samples, free_port, present, scrape, total
 
 PARTITIONS = 4
 EVENTS = 200

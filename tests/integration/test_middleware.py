@@ -12,8 +12,7 @@ import redis
 
 from runnel import Event, ExceptionPolicy, Partition, Record
 from runnel.interfaces import Middleware
-
-from .conftest import Running, make_app, pending_ids
+from tests.support.apps import Running, make_app, pending_ids
 
 
 class Ping(Record):

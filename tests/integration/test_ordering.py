@@ -10,8 +10,7 @@ import redis
 
 from runnel import Record
 from runnel.hashing import default_hasher
-
-from .conftest import Running, all_pending, make_app
+from tests.support.apps import Running, all_pending, make_app
 
 
 class Ping(Record):

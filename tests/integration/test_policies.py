@@ -9,8 +9,7 @@ import pytest
 import redis
 
 from runnel import ExceptionPolicy, Record
-
-from .conftest import Running, all_pending, keys_by_partition, make_app, pending_ids
+from tests.support.apps import Running, all_pending, keys_by_partition, make_app, pending_ids
 
 
 class Ping(Record):

@@ -15,9 +15,8 @@ from runnel.store.coordination import Member, Members
 from runnel.store.log import NEW, PENDING, PartitionId
 from runnel_redis import keys, resp
 from runnel_redis.transport import RedisTransport
-
-from .conftest import HANG_GUARD, eventually
-from .coordination_keys import (
+from tests.support.apps import HANG_GUARD, eventually
+from tests.support.coordination_keys import (
     CONSUMER,
     GROUP,
     PROC,

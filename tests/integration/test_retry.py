@@ -12,8 +12,7 @@ import redis
 
 from runnel import ExceptionPolicy, Record
 from runnel.middleware.dead_letter import DeadLetterMiddleware
-
-from .conftest import Running, make_app, pending_ids
+from tests.support.apps import Running, make_app, pending_ids
 
 
 class Ping(Record):

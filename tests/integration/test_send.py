@@ -7,8 +7,7 @@ import redis
 
 from runnel import App, Record
 from runnel.exceptions import EncodeError
-
-from .conftest import make_app
+from tests.support.apps import make_app
 
 
 class Ping(Record):

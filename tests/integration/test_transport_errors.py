@@ -13,8 +13,7 @@ from runnel import Record
 from runnel.exceptions import Unavailable
 from runnel.store.log import PartitionId
 from runnel_redis.transport import RedisTransport
-
-from .conftest import Running, make_app
+from tests.support.apps import Running, make_app
 
 
 class Ping(Record):

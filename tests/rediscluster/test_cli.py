@@ -10,9 +10,9 @@ from pathlib import Path
 
 import redis
 
-from tests.cli.conftest import by_key, expected_by_key, jsonl, pings, write_app
-from tests.helpers import WorkerProcess, cli, env_with
-from tests.rediscluster.cluster import RedisClusterProcesses
+from tests.support.cli_app import by_key, expected_by_key, jsonl, pings, write_app
+from tests.support.processes import WorkerProcess, cli, env_with
+from tests.support.redis_cluster import RedisClusterProcesses
 
 HANG_GUARD = 120.0
 

@@ -15,7 +15,7 @@ from redis.crc import key_slot
 
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster
-from tests.rediscluster.cluster import RedisClusterProcesses
+from tests.support.redis_cluster import RedisClusterProcesses
 
 layout = Cluster()
 

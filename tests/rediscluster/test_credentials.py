@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from runnel.runtime.supervisor import REFUSED
-from tests.cli.conftest import MODULE, write_app
 from tests.cli.test_cli_errors import assert_one_line_error
-from tests.helpers import WorkerProcess, cli, env_with
-from tests.rediscluster.cluster import RedisClusterProcesses, missing_tools, start_cluster
+from tests.support.cli_app import MODULE, write_app
+from tests.support.processes import WorkerProcess, cli, env_with
+from tests.support.redis_cluster import RedisClusterProcesses, missing_tools, start_cluster
 
 PASSWORD = "cluster-Pw-5b0e"
 WRONG = "wrong-Pw-31c7"

@@ -10,10 +10,10 @@ import json
 from typing import Any
 
 from runnel.jobs.model import JobStatus
-from tests.dashboard.conftest import Dashboard, browser  # noqa: F401
 from tests.dashboard.test_dashboard import APP_SOURCE, cells, rows
-from tests.helpers import WorkerProcess, wait_for
-from tests.rediscluster.spread import SpreadApp, spread_fixture
+from tests.support.dashboard import Dashboard, browser  # noqa: F401
+from tests.support.processes import WorkerProcess, wait_for
+from tests.support.spread import SpreadApp, spread_fixture
 
 LONG = 120.0  # only bounds a hung test
 PARTITIONS = 6

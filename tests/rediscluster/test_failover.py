@@ -14,8 +14,8 @@ from redis.crc import key_slot
 from runnel import App, Record
 from runnel.exceptions import RunnelError
 from runnel_redis.layout import Cluster
-from tests.integration.conftest import FAST, Running, eventually, keys_by_partition
-from tests.rediscluster.cluster import Node, RedisClusterProcesses
+from tests.support.apps import FAST, Running, eventually, keys_by_partition
+from tests.support.redis_cluster import Node, RedisClusterProcesses
 
 COUNT = 6
 

@@ -9,4 +9,4 @@ from tests.integration.test_fan_out import (  # noqa: F401
     test_status_reads_at_once_all_succeed,
     test_the_bound_is_a_setting,
 )
-from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401
+from tests.support.redis_cluster import app_name, redis_url  # noqa: F401

@@ -6,7 +6,7 @@ import redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
-from tests.rediscluster.cluster import SLOTS, RedisClusterProcesses
+from tests.support.redis_cluster import SLOTS, RedisClusterProcesses
 
 
 def test_every_slot_is_served_by_one_of_three_masters(redis_cluster: RedisClusterProcesses) -> None:

@@ -29,8 +29,7 @@ from tests.integration.test_send import (  # noqa: F401
     test_a_batch_lands_in_order_in_its_partitions,
     test_a_record_with_several_fields,
 )
-from tests.rediscluster.cluster import RedisClusterProcesses
-from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401
+from tests.support.redis_cluster import RedisClusterProcesses, app_name, redis_url  # noqa: F401
 
 
 @pytest.fixture

@@ -35,8 +35,8 @@ from tests.cluster.test_jobs_processes import (  # noqa: F401
     executor_pid,
     jobs,
 )
-from tests.helpers import wait_for
-from tests.rediscluster.cluster import RedisClusterProcesses
+from tests.support.processes import wait_for
+from tests.support.redis_cluster import RedisClusterProcesses
 
 RECORDS = "runs"
 """The list where the jobs of ``jobsapp`` record each try (a key without a tag)."""

@@ -26,4 +26,4 @@ from tests.cluster.test_jobs_processes import (  # noqa: F401
     test_supervisor_second_sigint_stops_at_once,
     test_supervisor_sigint_stops_all_children_gracefully,
 )
-from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401
+from tests.support.redis_cluster import app_name, redis_url  # noqa: F401

@@ -14,4 +14,4 @@ from tests.integration.test_job_queue import (  # noqa: F401
     test_job_timeout_fails_the_try_and_is_retried_then_dead,
     test_status_unknown_for_an_id_never_enqueued,
 )
-from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401
+from tests.support.redis_cluster import app_name, redis_url  # noqa: F401

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import WorkerProcess, wait_for
-from tests.rediscluster.spread import SpreadApp, spread_fixture
+from tests.support.processes import WorkerProcess, wait_for
+from tests.support.spread import SpreadApp, spread_fixture
 
 LONG = 120.0  # only bounds a hung test
 

@@ -10,10 +10,10 @@ proxy to one node, kill connections on one server, or watch one server with MONI
 
 from __future__ import annotations
 
-from tests.cluster.conftest import cluster  # noqa: F401
 from tests.cluster.test_failures import (  # noqa: F401
     test_kill_9_one_of_three_workers,
     test_sigstop_longer_than_two_lock_expiries_then_sigcont,
 )
 from tests.cluster.test_scaling import test_scale_out_then_in_while_events_flow  # noqa: F401
-from tests.rediscluster.on_cluster import app_name, redis_url  # noqa: F401
+from tests.support.redis_cluster import app_name, redis_url  # noqa: F401
+from tests.support.worker_cluster import cluster  # noqa: F401

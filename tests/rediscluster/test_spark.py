@@ -25,8 +25,8 @@ from runnel.store.synclog import LogError, PartlyAppended, next_id
 from runnel_redis.cluster import client_url
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.layout import Cluster, hash_tag
-from tests.rediscluster.cluster import RedisClusterProcesses
-from tests.spark.conftest import APP, reader, spark, write
+from tests.support.redis_cluster import RedisClusterProcesses
+from tests.support.spark import APP, reader, spark, write
 
 __all__ = ["spark"]  # the session fixture, shared with tests/spark
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from runnel.exceptions import PartlySent, StoreFull
-from tests.rediscluster.cluster import Node
-from tests.rediscluster.spread import SpreadApp, spread_fixture
+from tests.support.redis_cluster import Node
+from tests.support.spread import SpreadApp, spread_fixture
 
 APP = """
 from runnel import App, Record

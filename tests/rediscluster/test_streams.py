@@ -16,8 +16,8 @@ from runnel.jobs import JobStatus
 from runnel.runtime.worker import Worker
 from runnel.store.log import PartitionId
 from runnel_redis.layout import Cluster
-from tests.integration.conftest import FAST, HANG_GUARD, Running, eventually, keys_by_partition
-from tests.rediscluster.cluster import RedisClusterProcesses
+from tests.support.apps import FAST, HANG_GUARD, Running, eventually, keys_by_partition
+from tests.support.redis_cluster import RedisClusterProcesses
 
 
 class Ping(Record):

@@ -16,8 +16,8 @@ import pytest
 from runnel.store.log import PartitionId
 from runnel_redis import cluster as cluster_module
 from runnel_redis.cluster import RedisClusterTransport
-from tests.integration.conftest import eventually
-from tests.rediscluster.cluster import RedisClusterProcesses
+from tests.support.apps import eventually
+from tests.support.redis_cluster import RedisClusterProcesses
 
 LONG = 60_000
 """A block long enough never to end by itself in a test (the test ends the wait)."""

@@ -11,8 +11,7 @@ from runnel import App
 from runnel.processing.acks import Acknowledger, Acks
 from runnel.store.log import PartitionId
 from runnel.stream import Stream
-
-from .conftest import OUTAGE, Log, processor_of, stats_of, until
+from tests.support.processing import OUTAGE, Log, processor_of, stats_of, until
 
 
 async def noop(events):  # type: ignore[no-untyped-def]

@@ -15,8 +15,7 @@ from runnel.processing.lease import Lease
 from runnel.store.log import PartitionId
 from runnel.stream import Stream
 from runnel.types import Event
-
-from .conftest import Log, events_of, held_lease, processor_of, stats_of, until
+from tests.support.processing import Log, events_of, held_lease, processor_of, stats_of, until
 
 
 class Wired:

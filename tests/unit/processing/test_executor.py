@@ -16,8 +16,7 @@ from runnel.exceptions import Unavailable
 from runnel.memory import server as servers
 from runnel.runtime.worker import Worker
 from runnel.stream import Stream
-
-from .conftest import Ping, until
+from tests.support.processing import Ping, until
 
 
 @pytest.fixture

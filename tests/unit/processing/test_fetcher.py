@@ -14,8 +14,7 @@ from runnel.processing.inbox import Inbox
 from runnel.store.log import NEW, PENDING, PartitionId
 from runnel.stream import Stream
 from runnel.types import Event
-
-from .conftest import OUTAGE, Log, processor_of, stats_of, until
+from tests.support.processing import OUTAGE, Log, processor_of, stats_of, until
 
 
 async def noop(events):  # type: ignore[no-untyped-def]

@@ -14,8 +14,7 @@ from runnel.processing.inbox import Inbox
 from runnel.processing.runner import Runner
 from runnel.stream import Stream
 from runnel.types import Partition
-
-from .conftest import Log, held_lease, processor_of, stats_of, until
+from tests.support.processing import Log, held_lease, processor_of, stats_of, until
 
 
 class Wired:

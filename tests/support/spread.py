@@ -23,8 +23,8 @@ import pytest
 import redis
 
 from runnel_redis.layout import Cluster
-from tests.helpers import cli, env_with
-from tests.rediscluster.cluster import RedisClusterProcesses
+from tests.support.processes import cli, env_with
+from tests.support.redis_cluster import RedisClusterProcesses
 
 LAYOUT = Cluster()
 

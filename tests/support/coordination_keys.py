@@ -14,9 +14,8 @@ from runnel.store.log import PartitionId
 from runnel_redis import keys
 from runnel_redis.coordination import RedisCoordination
 from runnel_redis.transport import RedisTransport
-
-from .conftest import HANG_GUARD
-from .conftest import pending_ids as redis_pending_ids
+from tests.support.apps import HANG_GUARD
+from tests.support.apps import pending_ids as redis_pending_ids
 
 STREAM = "pings"
 PROC = "proc"

@@ -8,6 +8,11 @@ bring a killed node back (it rejoins as a replica), move a key's slot to another
 (step by step, so a test can stop half-way and see ASK), or reshard many slots with
 ``redis-cli --cluster reshard``.
 
+The session fixtures that start the clusters are tests/conftest.py's. ``redis_url`` and
+``app_name`` here are for a suite written for a single Redis and run again on the cluster:
+import them next to the tests (``from tests.support.redis_cluster import app_name,
+redis_url``) and the test bodies get the cluster's URL and a fresh app name each.
+
 Timeouts here only bound a hung fixture; no test asserts on how long anything took.
 """
 
@@ -19,10 +24,12 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import redis
 from redis.crc import key_slot
 
@@ -433,3 +440,14 @@ def _text(reply: object) -> str:
 
 def _bytes(key: str | bytes) -> bytes:
     return key.encode() if isinstance(key, str) else key
+
+
+@pytest.fixture
+def redis_url(redis_cluster: RedisClusterProcesses) -> str:
+    """For a re-run suite: the emptied 3-master cluster's URL in place of the single Redis."""
+    return redis_cluster.url
+
+
+@pytest.fixture
+def app_name() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
