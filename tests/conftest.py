@@ -67,7 +67,7 @@ def app_name() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
-# A real Redis Cluster (not tests/cluster/, several worker processes on one Redis).
+# A real Redis Cluster (not tests/processes/: several worker processes on one Redis).
 # ``redis_cluster``: 3 masters for the whole session, emptied before each test that asks
 # for it. ``redis_cluster_replicas``: 3 masters with a replica each, for failover tests;
 # every node a test killed is brought back (as a replica) after it. A slot migration a test

@@ -2,6 +2,8 @@
 ``eventually`` and what the tests read back from Redis.
 
 Used by the in-process stream and job tests and by their re-runs on a Redis Cluster.
+``store_url`` is a fixture for the tests that run on both stores (``runnel.testing.run``):
+the conftests of tests/streams and tests/jobs register it.
 Timeouts here only bound a hung test; no test asserts on how long anything took.
 """
 
@@ -11,6 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
 import redis
 
 from runnel import App, Record, Stream
@@ -22,6 +25,17 @@ HANG_GUARD = 20.0
 
 FAST = {"default_read_timeout": 100, "default_grace_period": 5, "default_join_delay": 0}
 """Short blocking reads so that a graceful stop never waits long for the fetcher."""
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Every test that takes it runs on both stores: the in-memory one (``memory://``) and a
+    real redis-server (the session's private server, emptied per test), so the two cannot
+    drift apart. What ``runnel.testing.run(app, store=...)`` takes: ``"memory"`` or the
+    Redis URL."""
+    if request.param == "memory":
+        return "memory"
+    return str(request.getfixturevalue("redis_url"))
 
 
 def dump_tasks() -> None:

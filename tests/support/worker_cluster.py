@@ -1,7 +1,7 @@
 """Several real `runnel worker` processes sharing one processor's partitions (a cluster of
 workers; a Redis Cluster is tests/support/redis_cluster.py).
 
-``cluster`` is a fixture: the conftest of the multi-process tests registers it, and the
+``cluster`` is a fixture: tests/processes/conftest.py registers it, and the
 re-run of those tests on a Redis Cluster imports it by name.
 
 The app module (``clusterapp.py`` in ``tmp_path``) declares a ``pings`` stream of 8
@@ -24,7 +24,7 @@ frozen (SIGSTOP) or killed (SIGKILL) mid-iteration leaves its marker behind: the
 owner reports it once, naming the frozen iteration and when it was handed over.
 
 Those keys are named after the partition's lock key (``{lock}``), so on a Redis Cluster
-(``redis+cluster://``: keys of the cluster layout, see tests/rediscluster/) they share its
+(``redis+cluster://``: keys of the cluster layout, see tests/redis_cluster/) they share its
 slot and the script can run there too.
 
 Times are microseconds of the wall clock: Redis TIME, and the workers' own clock for the

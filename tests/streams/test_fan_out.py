@@ -2,7 +2,7 @@
 
 A web view checking a page of jobs, ``delay()`` or ``send()`` in a ``gather``: more calls
 at once than the client keeps connections (``redis_max_connections``) must queue for a
-connection, not raise. The same tests run on a Redis Cluster (tests/rediscluster).
+connection, not raise. The same tests run on a Redis Cluster (tests/redis_cluster).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from runnel.exceptions import DecodeError, EncodeError
 from runnel.jobs import ErrorInfo, InvalidArguments, codec
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.signature import RESERVED, Signature
+from tests.support.units import no_runnel_env  # noqa: F401 (autouse: no RUNNEL_* of the shell)
 
 SERIALIZERS = ["json", "msgpack", "json+gzip", "msgpack+gzip"]
 

@@ -1,9 +1,9 @@
-"""The job queue across real worker processes (tests/cluster/test_jobs_processes.py) run
+"""The job queue across real worker processes (tests/jobs/test_jobs_processes.py) run
 again on a Redis Cluster.
 
 Real ``runnel worker`` processes and supervisors on a 3-master cluster, running jobs while
 one is killed (SIGKILL), frozen (SIGSTOP) past its heartbeat, stopped (SIGTERM, SIGINT)
-or its supervisor killed. The test bodies and their checks are tests/cluster's own (every
+or its supervisor killed. The test bodies and their checks are that module's own (every
 job SUCCESS from its last try, by the worker that ran it; the queue and schedule empty;
 late outcomes refused; no process left behind); only ``redis_url`` names the cluster.
 The whole job queue of the app carries the app's hash tag, so it lives on one master;
@@ -13,7 +13,7 @@ None is left out: none goes through a proxy to one server or watches one with MO
 
 from __future__ import annotations
 
-from tests.cluster.test_jobs_processes import (  # noqa: F401
+from tests.jobs.test_jobs_processes import (  # noqa: F401
     jobs,
     test_children_stop_when_the_supervisor_is_killed,
     test_job_killing_its_worker_ends_dead_after_its_tries,

@@ -14,7 +14,7 @@ nothing left in the queue, and no process left behind.
 
 Only ``redis_url`` says where Redis is: the app and the test reach it through clients
 that also speak Redis Cluster (``redis+cluster://``), and name Runnel's keys through the
-key layout of that URL, so tests/rediscluster/ runs these tests again on a cluster.
+key layout of that URL, so tests/redis_cluster/ runs these tests again on a cluster.
 """
 
 from __future__ import annotations

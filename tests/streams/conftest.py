@@ -1,4 +1,4 @@
-"""Fixtures of the in-process integration tests (helpers: tests/support/apps.py)."""
+"""Fixtures of the stream tests in one process (helpers: tests/support/apps.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnel_redis.transport import RedisTransport
+from tests.support.apps import store_url  # noqa: F401 (a fixture: memory:// and Redis)
 
 
 @pytest.fixture

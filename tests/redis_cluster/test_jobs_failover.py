@@ -4,7 +4,7 @@ every job whose enqueue returned is run (at least once) to SUCCESS.
 
 The whole queue of an app carries the app's hash tag, so it is in one slot, on one
 master: that master is the one killed. The workers are those of
-tests/cluster/test_jobs_processes.py (``jobsapp``), the producer an App of the same
+tests/jobs/test_jobs_processes.py (``jobsapp``), the producer an App of the same
 name in the test process, declaring the same ``quick`` job with ``wait_replicas=1``.
 
 What a user does about an enqueue that raises, and what the producer here does: an
@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 from runnel import App
 from runnel.exceptions import NotReplicated, RunnelError
 from runnel_redis.layout import Cluster
-from tests.cluster.test_jobs_processes import (  # noqa: F401
+from tests.jobs.test_jobs_processes import (  # noqa: F401
     CONCURRENCY,
     HANG,
     Jobs,

@@ -1,7 +1,7 @@
 """runnel-spark on a real 3-master Redis Cluster: the cluster's sync log, then Spark itself.
 
 The log is tested directly first (extents, pages, bounds, appends split by partition and a
-part refused); then a local Spark session (tests/spark/conftest.py's) writes a DataFrame
+part refused); then a local Spark session (tests/support/spark.py's) writes a DataFrame
 into a stream on the cluster and reads it back, as a batch and as an availableNow stream.
 """
 

@@ -1,5 +1,5 @@
-"""Fixtures of the processing unit tests: an App that never connects and its ``pings``
-stream (collaborators: tests/support/processing.py)."""
+"""Fixtures of the processing unit tests: no Redis server, no network; an App that never
+connects and its ``pings`` stream (collaborators: tests/support/processing.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import pytest
 from runnel import App
 from runnel.stream import Stream
 from tests.support.processing import Ping
-from tests.support.units import UNREACHABLE
+from tests.support.units import (
+    UNREACHABLE,
+    no_runnel_env,  # noqa: F401 (autouse fixture, registered by name)
+)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 and real `runnel` command lines: quarantines (status, skip, resume), `processor reset`,
 `dead list|replay` of a stream, and `runnel jobs info|dead ...`.
 
-Every app here has its partitions on all three masters (tests/rediscluster/spread.py), and
+Every app here has its partitions on all three masters (tests/support/spread.py), and
 a failure is placed on a partition of each master, so a command that looked at one node
 only would miss two of them. No command scans the key space: each names its keys through
 the layout (a partition's key for each partition, the processor's or the app's tag for the

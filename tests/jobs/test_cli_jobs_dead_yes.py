@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
-from tests.cli.test_cli_jobs import APP, JobsProject, assert_ok
+from tests.jobs.test_cli_jobs import APP, JobsProject, assert_ok
 
 # Imported here so that pytest finds these fixtures (``x as x``: used by name only).
-from tests.cli.test_cli_jobs import dead as dead
-from tests.cli.test_cli_jobs import project as project
+from tests.jobs.test_cli_jobs import dead as dead
+from tests.jobs.test_cli_jobs import project as project
 
 
 def test_each_dead_command_takes_yes(dead: JobsProject) -> None:

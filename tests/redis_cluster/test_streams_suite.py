@@ -12,20 +12,20 @@ from collections.abc import Iterator
 import pytest
 from redis.cluster import RedisCluster
 
-from tests.integration.test_acks import (  # noqa: F401
+from tests.streams.test_acks import (  # noqa: F401
     test_failed_event_is_not_acknowledged_and_comes_back_first,
     test_graceful_stop_acknowledges_what_was_processed,
 )
-from tests.integration.test_batching import (  # noqa: F401
+from tests.streams.test_batching import (  # noqa: F401
     test_a_batch_is_acknowledged_as_a_whole_after_its_iteration,
     test_batches_are_bounded_and_in_order,
 )
-from tests.integration.test_flow import test_events_flow_in_order  # noqa: F401
-from tests.integration.test_ordering import (  # noqa: F401
+from tests.streams.test_flow import test_events_flow_in_order  # noqa: F401
+from tests.streams.test_ordering import (  # noqa: F401
     test_order_per_partition_and_exactly_once,
     test_processors_of_one_stream_each_get_every_event,
 )
-from tests.integration.test_send import (  # noqa: F401
+from tests.streams.test_send import (  # noqa: F401
     test_a_batch_lands_in_order_in_its_partitions,
     test_a_record_with_several_fields,
 )

@@ -1,6 +1,6 @@
 """The in-memory job store on its own: what only it must get right (one state shared by
 the stores of several event loops, woken across threads; expiry). The contract it shares
-with the Redis store is checked on both in tests/behaviour/test_job_store.py."""
+with every other store is checked on each in tests/contract/test_jobs.py."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from runnel.jobs import JobStatus, ManualClock
 from runnel.jobs.batching import EnqueueBatches
 from runnel.jobs.model import NewJob, Outcome
 from runnel.memory.jobs import JobQueueState, MemoryJobStore
+from tests.support.units import no_runnel_env  # noqa: F401 (autouse: no RUNNEL_* of the shell)
 
 T0 = 1_700_000_000.0
 

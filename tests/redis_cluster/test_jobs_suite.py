@@ -3,7 +3,7 @@ carries the app's hash tag, so it lives in one slot and its scripts run unchange
 
 from __future__ import annotations
 
-from tests.integration.test_job_queue import (  # noqa: F401
+from tests.jobs.test_job_queue import (  # noqa: F401
     new_app,
     test_arguments_arrive_converted_and_current_job_tells_the_job,
     test_concurrency_bounds_jobs_running_at_once,
