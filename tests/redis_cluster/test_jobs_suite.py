@@ -1,5 +1,6 @@
-"""Job queue integration tests run again on a Redis Cluster: the whole queue of an app
-carries the app's hash tag, so it lives in one slot and its scripts run unchanged."""
+"""The job queue tests in one process (tests/jobs/test_job_queue.py) run again on a Redis
+Cluster: the whole queue of an app carries the app's hash tag, so it lives in one slot and
+its scripts run unchanged."""
 
 from __future__ import annotations
 

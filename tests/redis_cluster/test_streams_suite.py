@@ -1,8 +1,9 @@
-"""Integration tests of the single-Redis suite, run again on a Redis Cluster.
+"""Stream tests in one process (tests/streams), written for a single Redis, run again on a
+Redis Cluster.
 
 Only tests that name keys through the app (``partition.key``) and use plain single-key
 commands on ``redis_client`` are taken: the fixtures below give them a cluster URL and a
-cluster client, and the test bodies are the integration suite's own.
+cluster client, and the test bodies are those of tests/streams.
 """
 
 from __future__ import annotations
