@@ -210,7 +210,7 @@ def main() -> None:
 
 def run(events: int = 20_000, backlog: int = 50_000) -> None:
     """Both parts on a fresh redis-server and a fresh 3-master cluster; prints the figures."""
-    from tests.rediscluster.cluster import start_cluster  # the test fixture's cluster
+    from tests.support.redis_cluster import start_cluster  # the test fixture's cluster
 
     with contextlib.ExitStack() as stack:
         single = stack.enter_context(server())

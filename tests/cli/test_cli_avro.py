@@ -16,8 +16,8 @@ import pytest
 import redis
 
 from runnel_avro import schema_fingerprint
-from tests.cli.conftest import Project
-from tests.helpers import RUNNEL, WorkerProcess, wait_for
+from tests.support.cli_app import Project
+from tests.support.processes import RUNNEL, WorkerProcess, wait_for
 
 SOURCE = """
 import os

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.helpers import cli
+from tests.support.processes import cli
 
 VERSION = "0.2.0.dev0"
 CHECKOUT = Path(__file__).resolve().parents[2]

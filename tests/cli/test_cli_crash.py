@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.cli.conftest import MODULE, Project, by_key, expected_by_key, jsonl, pings
-from tests.helpers import WorkerProcess, wait_for
+from tests.support.cli_app import MODULE, Project, by_key, expected_by_key, jsonl, pings
+from tests.support.processes import WorkerProcess, wait_for
 
 TOTAL = 3000
 KEYS = 9

@@ -14,9 +14,9 @@ import redis
 
 from runnel.runtime.supervisor import REFUSED
 from runnel_redis.embedded import Server, start_server
-from tests.cli.conftest import MODULE, write_app
 from tests.cli.test_cli_errors import assert_one_line_error
-from tests.helpers import WorkerProcess, cli, env_with
+from tests.support.cli_app import MODULE, write_app
+from tests.support.processes import WorkerProcess, cli, env_with
 
 ADMIN_PASSWORD = "admin-Pw-4c1d"
 WRONG_PASSWORD = "wrong-Pw-9f2e"

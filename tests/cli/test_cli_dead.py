@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from tests.cli.conftest import Project
-from tests.helpers import WorkerProcess, wait_for
+from tests.support.cli_app import Project
+from tests.support.processes import WorkerProcess, wait_for
 
 DEAD_APP = """
 import os

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from runnel_redis import embedded
-from tests.cli.conftest import MODULE, write_app
-from tests.helpers import RUNNEL, cli
+from tests.support.cli_app import MODULE, write_app
+from tests.support.processes import RUNNEL, cli
 
 
 def plain_env() -> dict[str, str]:

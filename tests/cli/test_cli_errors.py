@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.cli.conftest import MODULE, Project, jsonl, pings
-from tests.helpers import RUNNEL, WorkerProcess, wait_for
+from tests.support.cli_app import MODULE, Project, jsonl, pings
+from tests.support.processes import RUNNEL, WorkerProcess, wait_for
 
 STREAM = f"{MODULE}:pings"
 APP = f"{MODULE}:app"

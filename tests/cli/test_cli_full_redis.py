@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from runnel_redis.embedded import Server, start_server
-from tests.cli.conftest import MODULE, by_key, expected_by_key, jsonl, pings, write_app
 from tests.cli.test_cli_errors import assert_one_line_error
-from tests.helpers import WorkerProcess, cli, env_with, wait_for
+from tests.support.cli_app import MODULE, by_key, expected_by_key, jsonl, pings, write_app
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 COUNT = 600
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import MODULE, Project, by_key, expected_by_key, jsonl, pings
-from tests.helpers import WorkerProcess, wait_for
+from tests.support.cli_app import MODULE, Project, by_key, expected_by_key, jsonl, pings
+from tests.support.processes import WorkerProcess, wait_for
 
 STREAM = f"{MODULE}:pings"
 APP = f"{MODULE}:app"

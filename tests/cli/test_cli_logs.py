@@ -6,8 +6,8 @@ import json
 import re
 import textwrap
 
-from tests.cli.conftest import Project
-from tests.helpers import WorkerProcess, wait_for
+from tests.support.cli_app import Project
+from tests.support.processes import WorkerProcess, wait_for
 
 TIMER_APP = """
 import logging

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli.conftest import MODULE, Project
 from tests.cli.test_cli_errors import assert_one_line_error
+from tests.support.cli_app import MODULE, Project
 
 APP = f"{MODULE}:app"
 

@@ -22,8 +22,8 @@ import redis
 
 from runnel import App, Record
 from runnel.runtime.worker import Worker
-from tests.cli.conftest import MODULE, Project, jsonl, pings, write_app
-from tests.helpers import WorkerProcess, wait_for
+from tests.support.cli_app import MODULE, Project, jsonl, pings, write_app
+from tests.support.processes import WorkerProcess, wait_for
 
 PLUGINS_DIR = Path(__file__).resolve().parents[1] / "plugins"
 EXAMPLE_VERSION = "0.1.0"

@@ -1,7 +1,7 @@
 """The first SIGINT/SIGTERM stops `runnel worker` cleanly whatever start-up step waits on an
 unreachable Redis: a closed port, or a black-holed one that never answers.
 
-Redis goes away at a chosen step (a :class:`~tests.gate.Gate` in front of it cuts it off
+Redis goes away at a chosen step (a :class:`~tests.support.gate.Gate` in front of it cuts it off
 at that step's first command): loading schemas, joining the processor's membership,
 preparing the job queue, registering the job executor, the leader election, a metrics
 sample, and two worker processes under the supervisor. The worker is signalled while it
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from runnel_redis.embedded import Server
-from tests.gate import Gate, Mode
-from tests.helpers import WorkerProcess, env_with, wait_for
-from tests.metrics_scrape import free_port
+from tests.support.gate import Gate, Mode
+from tests.support.metrics_scrape import free_port
+from tests.support.processes import WorkerProcess, env_with, wait_for
 
 MODULE = "stopmod"
 

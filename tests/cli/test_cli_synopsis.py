@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import RUNNEL
+from tests.support.processes import RUNNEL
 
 ROOT = Path(__file__).parents[2]
 

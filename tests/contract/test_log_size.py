@@ -4,7 +4,7 @@ trims it anyway and counts what each group never read as lost.
 
 A consumer group is driven by hand through the store's coordination (read, acknowledge),
 so each test says exactly which entries a processor has read and acknowledged. How a send
-waits for room and what it then says is the core's: tests/behaviour/test_partition_size.py.
+waits for room and what it then says is the core's: tests/streams/test_partition_size.py.
 """
 
 from __future__ import annotations

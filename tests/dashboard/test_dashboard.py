@@ -31,8 +31,8 @@ from runnel.runtime.worker import Worker
 from runnel.store.jobs import JobStore
 from runnel_dashboard.snapshot import hide_password
 from runnel_redis.embedded import start_server
-from tests.dashboard.conftest import Dashboard
-from tests.helpers import WorkerProcess, cli, env_with, wait_for
+from tests.support.dashboard import Dashboard
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "dashapp"
 TARGET = f"{MODULE}:app"

@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tests.dashboard.conftest import Dashboard
 from tests.dashboard.test_dashboard import cells, rows
-from tests.helpers import env_with, wait_for
+from tests.support.dashboard import Dashboard
+from tests.support.processes import env_with, wait_for
 
 SOURCE = """
 from runnel import App, Record

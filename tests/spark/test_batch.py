@@ -12,7 +12,7 @@ import redis
 
 from runnel.record import Record
 from runnel_spark import check_rows
-from tests.spark.conftest import APP, reader, send, stored, write
+from tests.support.spark import APP, reader, send, stored, write
 
 
 def orders(streams: ModuleType, count: int) -> list[Record]:

@@ -10,9 +10,9 @@ from types import ModuleType
 import redis
 
 from runnel_redis.embedded import start_server
-from tests.helpers import cli, env_with
-from tests.spark.conftest import ROOT, send, stored
 from tests.spark.test_batch import orders
+from tests.support.processes import cli, env_with
+from tests.support.spark import ROOT, send, stored
 
 
 def run(tmp_path: Path, redis_url: str, *args: str):

@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from tests.spark.conftest import APP, send, stored
+from tests.support.spark import APP, send, stored
 
 
 def copy_query(spark: Any, url: str, checkpoint: Path) -> Any:

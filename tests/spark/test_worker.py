@@ -10,8 +10,8 @@ from typing import Any
 
 import redis
 
-from tests.helpers import WorkerProcess, env_with, wait_for
-from tests.spark.conftest import ROOT, send, stored, write
+from tests.support.processes import WorkerProcess, env_with, wait_for
+from tests.support.spark import ROOT, send, stored, write
 
 EVENTS, KEYS = 600, 12
 

@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from runnel import App
-
-UNREACHABLE = "redis://127.0.0.1:1"
-"""A URL nothing listens on: an App only connects when it is used, and these tests never use it."""
-
-
-@pytest.fixture(autouse=True)
-def _no_runnel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whatever RUNNEL_* variables the surrounding shell has must not leak into a test."""
-    for key in list(os.environ):
-        if key.upper().startswith("RUNNEL_"):
-            monkeypatch.delenv(key)
-
-
-@pytest.fixture
-def app() -> App:
-    return App(name="u", redis_url=UNREACHABLE)
+from tests.support.units import app, no_runnel_env  # noqa: F401 (fixtures, registered by name)
 
 
 @pytest.fixture

@@ -24,8 +24,7 @@ from runnel.store.log import PartitionId
 from runnel_redis import errors
 from runnel_redis.seam import guarded, kind_of, translate
 from runnel_redis.transport import RedisTransport
-
-from .conftest import UNREACHABLE
+from tests.support.units import UNREACHABLE
 
 
 def test_the_hierarchy() -> None:

@@ -1,0 +1,5 @@
+"""Fixtures of the job tests: ``store_url`` (memory:// and Redis, tests/support/apps.py) and
+the unit tests' ``app`` that never connects (tests/support/units.py)."""
+
+from tests.support.apps import store_url  # noqa: F401 (fixtures, registered by name)
+from tests.support.units import app  # noqa: F401

@@ -1,0 +1,86 @@
+"""A real headless Chromium (Debian's, driven through its chromedriver) and a real
+`runnel dashboard` process for the dashboard's tests; skipped where Chromium is missing.
+
+``browser`` is a fixture: tests/dashboard/conftest.py registers it, and a test module
+elsewhere imports it by name."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.processes import RUNNEL, wait_for
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+URL = re.compile(r"on (http://\S+/) ")
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip(
+            "chromium and chromedriver not found (apt-get install chromium chromium-driver)"
+        )
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="runnel-chromium-")
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # needed as root
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1280,1100",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class Dashboard:
+    """`runnel dashboard` in its own process, on a free port it picks and prints."""
+
+    def __init__(self, target: str, cwd: Path, env: dict[str, str], *extra: str) -> None:
+        self.log_path = cwd / "dashboard.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [*RUNNEL, "dashboard", target, "--port", "0", *extra],
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.url: str = wait_for(self._started)
+
+    def _started(self) -> str | None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the dashboard exited:\n{self.log_path.read_text()}")
+        found = URL.search(self.log_path.read_text())
+        return found.group(1) if found else None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+        self._log.close()
