@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.helpers import WorkerProcess, cli, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 EVENTS = 20_000
 KEYS = 50
