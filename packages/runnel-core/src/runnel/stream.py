@@ -301,18 +301,7 @@ class Stream:
         """
         if not records:
             return []
-        keys = self._keys
-        if keys is None:
-            keys = self._keys = [p.id for p in self.partitions]
-        validate, number, encode = self.validate, self.partition_number, self._encode
-        entries: list[tuple[PartitionId, Fields]] = []
-        for value in records:
-            record = validate(value)
-            key = keys[number(record)]
-            try:
-                entries.append((key, encode(record)))
-            except Exception as exc:  # the serializer (a plugin) or the user's record
-                raise self._encode_error(record, len(entries), len(records), exc) from exc
+        entries = self.entries(records)
         ids = None
         if stream_ids:
             try:
@@ -325,6 +314,24 @@ class Stream:
             return await self.append(entries, ids)
         except EntryIdError as exc:
             raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
+
+    def entries(
+        self, records: Sequence[Record | dict[str, Any]]
+    ) -> list[tuple[PartitionId, Fields]]:
+        """Records as the entries :meth:`send` appends: validated, routed, encoded."""
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = [p.id for p in self.partitions]
+        validate, number, encode = self.validate, self.partition_number, self._encode
+        entries: list[tuple[PartitionId, Fields]] = []
+        for value in records:
+            record = validate(value)
+            key = keys[number(record)]
+            try:
+                entries.append((key, encode(record)))
+            except Exception as exc:  # the serializer (a plugin) or the user's record
+                raise self._encode_error(record, len(entries), len(records), exc) from exc
+        return entries
 
     async def append(
         self, entries: Sequence[tuple[PartitionId, EntryFields]], ids: Sequence[str] | None = None

@@ -33,6 +33,9 @@ from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.coordination import (
+    CAP,
+    RELAYED,
+    TARGET,
     RedisCoordination,
     RedisLeadership,
     _add_entries,
@@ -53,6 +56,9 @@ from runnel_redis.transport import (
 )
 from runnel_redis.urls import client_url
 from runnel_redis.watch import Watch
+
+RELAY_PAGE = 500
+"""Outbox entries relayed per round trip."""
 
 _POLL = 0.02
 """Seconds between the non-blocking looks of :meth:`RedisClusterTransport.wait_for_new`
@@ -116,6 +122,11 @@ async def _pipeline(client: RedisCluster, calls: Sequence[tuple[Any, ...]]) -> l
 
 
 @functools.cache
+def _pairs(flat: Sequence[Any]) -> dict[Any, Any]:
+    """A flat reply (field, value, field, value, ...) as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
 def _sha(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
@@ -494,15 +505,56 @@ class ClusterCoordination(RedisCoordination):
         return [p for p, lost in zip(partitions, replies, strict=True) if lost]
 
     async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
-        """COMMIT per partition (its lock, stream and tables share its slot), one pipeline."""
+        """COMMIT per partition (its lock, stream, tables and outbox share its slot), one
+        pipeline. Outputs go to the partition's outbox; :meth:`relay` delivers them."""
         partitions = list(commits)
         calls = []
         for p in partitions:
-            keys, args = commit_arguments(self, [p], commits)
+            keys, args = commit_arguments(self, [p], commits, self.outbox_key)
             calls.append(_eval(scripts.COMMIT, keys, [owner, self.group, *args]))
         replies = await _pipelined(self._cluster, calls)
         _raise_first(replies)
         return [p for p, lost in zip(partitions, replies, strict=True) if lost]
+
+    def outbox_key(self, partition: PartitionId) -> str:
+        return self.layout.outbox(*partition)
+
+    async def relay(self, partitions: Sequence[PartitionId]) -> int:
+        """Each partition's outbox to the streams its entries go to (RELAY, in their
+        slots: each appended once), then deleted from the outbox; a page at a time."""
+        if not partitions:
+            return 0
+        looks = [("XRANGE", self.outbox_key(p), "-", "+", "COUNT", RELAY_PAGE) for p in partitions]
+        replies = await _pipelined(self._cluster, looks)
+        _raise_first(replies)
+        appended = 0
+        for p, reply in zip(partitions, replies, strict=True):
+            while reply:
+                appended += await self._relay_page(self.outbox_key(p), reply)
+                if len(reply) < RELAY_PAGE:
+                    break
+                reply = await self._cluster.execute_command(
+                    "XRANGE", self.outbox_key(p), "-", "+", "COUNT", RELAY_PAGE
+                )
+        return appended
+
+    async def _relay_page(self, outbox: str, entries: Sequence[Any]) -> int:
+        by_stream: dict[bytes, tuple[bytes, bytes, list[Any]]] = {}
+        for xid, found in entries:
+            fields = dict(found) if isinstance(found, dict) else _pairs(found)
+            stream, relayed, cap = fields.pop(TARGET), fields.pop(RELAYED), fields.pop(CAP)
+            args = by_stream.setdefault(stream, (relayed, cap, []))[2]
+            args += (xid, len(fields))
+            for item in fields.items():
+                args += item
+        calls = [
+            _eval(scripts.RELAY, [stream, relayed], [outbox, cap, *args])
+            for stream, (relayed, cap, args) in by_stream.items()
+        ]
+        replies = await _pipelined(self._cluster, calls)
+        _raise_first(replies)
+        await self._cluster.execute_command("XDEL", outbox, *[xid for xid, _ in entries])
+        return sum(int(n) for n in replies)
 
 
 _JOB_SCRIPTS = "_enqueue _take _finish _promote _abandoned _forget _replay _purge".split()

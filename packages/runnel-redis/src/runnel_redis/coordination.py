@@ -35,10 +35,17 @@ def commit_arguments(
     coordination: RedisCoordination,
     partitions: Sequence[PartitionId],
     commits: Mapping[PartitionId, Commit],
+    outbox: Callable[[PartitionId], str] | None = None,
 ) -> tuple[list[str], list[resp.Arg]]:
-    """KEYS and ARGV (after owner and group) of lua/commit.lua for these partitions."""
+    """KEYS and ARGV (after owner and group) of lua/commit.lua for these partitions.
+
+    Outputs go to their streams, or with ``outbox`` (a Redis Cluster, where they are in
+    other slots) to the committing partition's outbox, naming stream and cap in two
+    fields of their own (:data:`TARGET`, :data:`CAP`) for :func:`relay_arguments`."""
     keys: list[str] = []
     args: list[resp.Arg] = []
+    targets: dict[str, int] = {}
+    first_target = 1 + sum(2 + len(commits[p].writes) for p in partitions)
     for p in partitions:
         commit = commits[p]
         keys += (coordination.lock_key(p), coordination.key_of(p))
@@ -51,7 +58,32 @@ def commit_arguments(
             for key, value in sets:
                 args += (key, value)
             args += (len(dels), *dels)
-    return keys, args
+        args.append(len(commit.sends))
+        for sends in commit.sends:
+            args += (len(sends.ids), *sends.ids, len(sends.outputs))
+            for target, fields, cap in sends.outputs:
+                stream = coordination.key_of(target)
+                if outbox is not None:
+                    where = outbox(p)
+                    relayed = coordination.layout.relayed(*target)
+                    extra: list[resp.Arg] = [TARGET, stream, RELAYED, relayed, CAP, cap or b""]
+                    cap = None
+                else:
+                    where, extra = stream, []
+                index = targets.get(where)
+                if index is None:
+                    index = targets[where] = first_target + len(targets)
+                args += (index, cap if cap else b"", len(fields) + len(extra) // 2, *extra)
+                for item in fields.items():
+                    args += item
+    return keys + list(targets), args
+
+
+TARGET = b"\x00to"
+RELAYED = b"\x00relayed"
+CAP = b"\x00cap"
+"""The fields of an outbox entry that name where it goes (never a record's field: those
+are names, not starting with a NUL byte)."""
 
 
 ADMIN_TTL_MS = 10_000

@@ -48,6 +48,14 @@ class KeyLayout(ABC):
         """A table's hash for partition ``number`` of its source stream (same slot)."""
 
     @abstractmethod
+    def outbox(self, app: str, stream: str, number: int) -> str:
+        """Outputs committed on the partition, waiting to be relayed (a Redis Cluster)."""
+
+    @abstractmethod
+    def relayed(self, app: str, stream: str, number: int) -> str:
+        """Per outbox, the last entry relayed to the partition (a hash, its slot)."""
+
+    @abstractmethod
     def table_counts(self, app: str) -> str:
         """The partition count each table of the app was built with."""
 
@@ -124,6 +132,12 @@ class Classic(KeyLayout):
 
     def table_counts(self, app: str) -> str:
         return keys.table_counts(app)
+
+    def outbox(self, app: str, stream: str, number: int) -> str:
+        return f"__obox:{app}.{stream}.{number}"
+
+    def relayed(self, app: str, stream: str, number: int) -> str:
+        return f"__rlay:{app}.{stream}.{number}"
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return keys.membership(app, stream, processor)
@@ -216,6 +230,12 @@ class Cluster(KeyLayout):
 
     def table_counts(self, app: str) -> str:
         return f"__tbls:{{{self.app_tag(app)}}}"
+
+    def outbox(self, app: str, stream: str, number: int) -> str:
+        return f"__obox:{{{self.partition_tag(app, stream, number)}}}"
+
+    def relayed(self, app: str, stream: str, number: int) -> str:
+        return f"__rlay:{{{self.partition_tag(app, stream, number)}}}"
 
     def membership(self, app: str, stream: str, processor: str) -> str:
         return f"__memb:{{{self.processor_tag(app, stream, processor)}}}"

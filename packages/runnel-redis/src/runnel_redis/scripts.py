@@ -61,7 +61,8 @@ APPEND_AT = lua("room") + lua("append_at")
 
 # The job queue (jobs.py).
 # Committing table writes with their acknowledgements (tables: runnel/store/state.py).
-COMMIT = lua("commit")
+COMMIT = lua("room") + lua("commit")
+RELAY = lua("room") + lua("relay")
 
 JOB_ENQUEUE = lua("job_enqueue")
 JOB_TAKE = lua("job_take")

@@ -18,6 +18,7 @@ from runnel.memory.logs import (
     NoGroup,
     PartitionLog,
     ack,
+    decode_fields,
     parse_id,
     show_id,
     wall_ms,
@@ -32,8 +33,8 @@ from runnel.store.coordination import (
     members_from_json,
     members_to_json,
 )
-from runnel.store.log import Entry, PartitionId, Position
-from runnel.store.state import Commit
+from runnel.store.log import Entry, PartitionId, Position, trim_slack
+from runnel.store.state import Commit, Output
 
 CONTROL_MAXLEN = 1000
 CONTROL_COUNT = 100
@@ -194,10 +195,16 @@ class MemoryCoordination(Coordination):
                 if store.holder(self._lock(p)) != owner:
                     lost.append(p)
                     continue
+                store.write(p, commit.writes)
                 group = store.log(p).groups.get(self.group)
+                for sends in commit.sends:
+                    fresh = group is None or any(parse_id(x) in group.pending for x in sends.ids)
+                    if group is not None:
+                        ack(group, sends.ids)
+                    if fresh:
+                        append_outputs(store, sends.outputs)
                 if group is not None:
                     ack(group, commit.ids)
-                store.write(p, commit.writes)
         return lost
 
     # Quarantines.
@@ -256,3 +263,17 @@ class MemoryLeadership(Leadership):
     async def leader(self) -> str | None:
         with self.server.lock:
             return self.server.holder(self._key)
+
+
+def append_outputs(store: MemoryServer, outputs: Sequence[Output]) -> None:
+    """Append committed outputs to their partitions, held to their caps as a send is
+    (never past what a group has not acknowledged; an output is never refused)."""
+    now = wall_ms()
+    touched = {}
+    for partition, fields, cap in outputs:
+        store.log(partition).append(decode_fields(fields), None, now)
+        touched[partition] = cap
+    for partition, cap in touched.items():
+        if cap is not None:
+            store.log(partition).trim(cap, trim_slack(cap), drop_oldest=False)
+    store.notify(set(touched))

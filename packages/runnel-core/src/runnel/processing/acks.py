@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnel.exceptions import TransportError
 from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
-from runnel.store.state import Commit
+from runnel.store.state import Commit, Sends
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import PartitionStats
@@ -51,16 +51,24 @@ class Pending:
     ids: list[bytes] = field(default_factory=list)
     writes: dict[str, dict[bytes, bytes | None]] = field(default_factory=dict)
     seq: int = 0
+    sends: list[Sends] = field(default_factory=list)
 
     def commit(self) -> Commit:
-        return Commit(ids=self.ids, writes=self.writes)
+        return Commit(ids=self.ids, writes=self.writes, sends=self.sends)
 
     def merge(self, newer: Pending) -> Pending:
         """This, then ``newer`` on top (its values win): what both together commit."""
         writes = {table: dict(values) for table, values in self.writes.items()}
         for table, values in newer.writes.items():
             writes.setdefault(table, {}).update(values)
-        return Pending(self.ids + newer.ids, writes, max(self.seq, newer.seq))
+        return Pending(
+            self.ids + newer.ids, writes, max(self.seq, newer.seq), self.sends + newer.sends
+        )
+
+    @property
+    def count(self) -> int:
+        """The events it acknowledges."""
+        return len(self.ids) + sum(len(s.ids) for s in self.sends)
 
 
 LostPartition = Callable[["PartitionId"], None]
@@ -86,6 +94,7 @@ class Acks:
         self.writes: dict[str, dict[Any, Any]] = {}  # sealed, encoded when sent
         self.seq = 0
         self._back: dict[str, dict[bytes, bytes | None]] = {}  # a failed send's writes
+        self.sends: list[Sends] = []  # what iterations sent, each with its first id
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
         self._send = send
         self._lost = lost
@@ -96,40 +105,45 @@ class Acks:
 
     def add(self, xid: bytes) -> None:
         """Record a finished event (and seal its changes); the acknowledger sends it soon."""
-        if not self.ids:
+        if not self.ids and not self.sends:
             self._wake(self)
-        self.ids.append(xid)
         state = self.state
         if state is not None and state.changed:
-            self.seq = state.seal(self.writes)
+            self.seq = state.seal(self.writes)  # raises (and seals nothing) on a bad value
+            outputs = state.take_outputs()
+            if outputs:  # acknowledged with its outputs: appended only the first time
+                self.sends.append(Sends([xid], outputs))
+                return
+        self.ids.append(xid)
 
     @property
     def waiting(self) -> bool:
         """Whether there is something to send."""
-        return bool(self.ids)
+        return bool(self.ids) or bool(self.sends)
 
     def take(self) -> Pending:
         """Hand what is recorded to a sender (which must :meth:`done` or :meth:`give_back`)."""
         writes = self.state.encode(self.writes) if self.writes and self.state else {}
-        pending = Pending(self.ids, writes, self.seq)
+        pending = Pending(self.ids, writes, self.seq, self.sends)
         if self._back:  # a failed send's writes, under the newer ones
             pending = Pending([], self._back).merge(pending)
             self._back = {}
-        self.ids, self.writes = [], {}
-        self.stats.processed += len(pending.ids)  # counted per batch taken, not per event
+        self.ids, self.writes, self.sends = [], {}, []
+        self.stats.processed += pending.count  # counted per batch taken, not per event
         self._sending += 1
         self._idle.clear()
         return pending
 
     def give_back(self, pending: Pending) -> None:
         self.ids = pending.ids + self.ids
+        self.sends = pending.sends + self.sends
         self._back = Pending([], pending.writes).merge(Pending([], self._back)).writes
         self.seq = max(self.seq, pending.seq)
-        self.stats.processed -= len(pending.ids)
+        self.stats.processed -= pending.count
         self.done()
 
     def committed(self, pending: Pending) -> None:
-        self.stats.acked += len(pending.ids)
+        self.stats.acked += pending.count
         if self.state is not None and pending.writes:
             self.state.committed(pending.seq, pending.writes)
 
@@ -145,7 +159,7 @@ class Acks:
         if not self.waiting:
             return True
         pending = self.take()
-        count = len(pending.ids)
+        count = pending.count
         try:
             lost = await self._send({self.key: pending.commit()})
         except BaseException as exc:
@@ -215,7 +229,7 @@ class Acknowledger:
                 if not isinstance(exc, TransportError):
                     raise
                 reraise_if_cancelled(exc)
-                count = sum(len(p.ids) for _, p in taken.values())
+                count = sum(p.count for _, p in taken.values())
                 outage.failed(f"acknowledging {count} events", exc)
                 self._wake.set()
                 await backoff.sleep()
@@ -228,7 +242,7 @@ class Acknowledger:
             for key in lost:
                 # Someone else owns the partition now; they will process these again.
                 log.warning(
-                    "lost %s before acknowledging %d events", _name(key), len(taken[key][1].ids)
+                    "lost %s before acknowledging %d events", _name(key), taken[key][1].count
                 )
                 self._lost(key)
 

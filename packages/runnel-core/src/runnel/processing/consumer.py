@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from runnel import context
-from runnel.exceptions import TransportError
+from runnel.exceptions import RunnelError, TransportError
 from runnel.processing.acks import Acks
 from runnel.processing.events import Events
 from runnel.processing.failures import failure_fields, failure_text, retry_delay
@@ -49,6 +49,7 @@ class Consumer:
         *,
         halt: Halt,
         quarantine: Quarantine,
+        make_state: Callable[[], PartitionState | None] | None = None,
     ) -> None:
         self.processor = processor
         self.partition = partition
@@ -57,6 +58,7 @@ class Consumer:
         self.lease = lease
         self._halt = halt
         self._quarantine = quarantine
+        self._make_state = make_state
         self.stopping = False
         self.poisoned = False
         self._failing: bytes | None = None  # under RETRY: the first event of the failed iteration
@@ -73,6 +75,17 @@ class Consumer:
     def state(self) -> PartitionState | None:
         """The partition's tables, if its stream has any."""
         return self.acks.state
+
+    def ensure_state(self) -> PartitionState:
+        """The partition's state, made now if its stream has no tables (for sends)."""
+        state = self.acks.state
+        if state is None:
+            made = self._make_state() if self._make_state is not None else None
+            if made is None:
+                raise RunnelError("this store cannot commit what a processor sends")
+            state = self.acks.state = made
+            tables.current.set(state)
+        return state
 
     async def run(self) -> None:
         context.stream.set(self.partition.stream.name)

@@ -7,6 +7,7 @@ iteration finished), and only then is it acknowledged.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from runnel.processing.lease import Lease
     from runnel.processor import Processor
     from runnel.record import Record
+    from runnel.stream import Stream
+    from runnel.tables.partition import PartitionState
 
 
 @dataclass
@@ -46,6 +49,8 @@ class Feed(Protocol):
     @property
     def stopping(self) -> bool: ...
 
+    def ensure_state(self) -> PartitionState: ...
+
 
 class Events:
     """The events of one partition, in order, as the processor function receives them.
@@ -67,6 +72,8 @@ class Events:
         self._generators: list[AsyncGenerator[Any, None]] = []
         self.inflight: list[Event] = []
         self.delivered = 0
+        self._delay_head: bytes = b""
+        self._delays = 0
 
     def __repr__(self) -> str:
         return f"<Events {self.partition!r}>"
@@ -81,6 +88,32 @@ class Events:
             # Nothing between us and the processor needs the events: decode as we go.
             return self._pipeline(self._single(decode=True))
         return self._track(_decode_each(self._pipeline(self._single())))
+
+    async def send(self, stream: Stream, *records: Record | dict[str, Any]) -> None:
+        """Send records to ``stream`` with the event being handled: they are appended
+        when it is acknowledged, in the same step, so each exactly once (and not at all
+        if its iteration fails), in the order sent, per partition of this stream."""
+        if stream.has_schemas:
+            await stream.prepare(writing=True)
+        entries = stream.entries(records)
+        cap = stream.partition_size
+        self._consumer.ensure_state().send((p, fields, cap) for p, fields in entries)
+
+    async def delay(self, job: Any, *args: Any, **kwargs: Any) -> Any:
+        """Enqueue ``job`` (a job function) for the event being handled, under an id made
+        of the processor, the partition, the event's id and how many jobs it enqueued
+        before: handled again (a redelivery, a retry), the event enqueues the same ids,
+        so each job is created once. Returns the job's :class:`~runnel.jobs.JobResult`."""
+        head = self.inflight[0].xid if self.inflight else b""
+        if head != self._delay_head:
+            self._delay_head, self._delays = head, 0
+        self._delays += 1
+        xid = head.decode() if isinstance(head, bytes) else str(head)
+        name = self._consumer.processor.name
+        job_id = f"{name}.{self.partition.stream.name}.{self.partition.number}.{xid}.{self._delays}"
+        if len(job_id) > 200:
+            job_id = hashlib.sha1(job_id.encode()).hexdigest()
+        return await job.delay(*args, job_id=job_id, **kwargs)
 
     def take(self, n: int, within: float) -> Batches:
         if n < 1 or within < 0:
@@ -136,10 +169,10 @@ class Events:
 
     def _finished(self, items: list[Event]) -> None:
         """The loop iteration over ``items`` is over: they count as processed."""
-        self.inflight = []
         add = self._consumer.acks.add
         for event in items:
             add(event.xid)
+        self.inflight = []
 
     async def _single(self, decode: bool = False) -> AsyncGenerator[Any, None]:
         # The hot loop of per-event processing: the slow path (_ready) only when the inbox
@@ -169,8 +202,8 @@ class Events:
                 yield stream_decode(event.data) if state is None else event.record
             if started:
                 observe(perf_counter() - started)
+            add(event.xid)  # may raise (a table value that cannot be encoded): still in flight
             self.inflight = []
-            add(event.xid)
 
     async def _batches(
         self, n: int, within: float, decode: bool = False
@@ -211,9 +244,9 @@ class Events:
                 yield [e.record for e in batch]
             if started:
                 observe(perf_counter() - started)
-            self.inflight = []
             for event in batch:
                 add(event.xid)
+            self.inflight = []
 
 
 class Batches:

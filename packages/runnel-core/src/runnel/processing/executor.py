@@ -30,7 +30,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -138,6 +138,7 @@ class Executor:
             self.lease,
             halt=self.halt,
             quarantine=self._quarantine,
+            make_state=lambda: self._state_for(partition, needed=True),
         )
 
     async def _check_tables(self) -> None:
@@ -146,9 +147,11 @@ class Executor:
             raise Misconfigured(f"{type(self.store).__name__} keeps no tables")
         await check_partition_counts(store, self.processor.stream.tables)
 
-    def _state_for(self, partition: Partition) -> PartitionState | None:
+    def _state_for(self, partition: Partition, needed: bool = False) -> PartitionState | None:
+        """The partition's state: when its stream has tables, or ``needed`` (a processor
+        sends with ``events.send``)."""
         tables = self.processor.stream.tables
-        if not tables:
+        if not tables and not needed:
             return None
         store = self.store.table_store(self.processor.app.name)
         if store is None:
@@ -158,9 +161,22 @@ class Executor:
 
     async def _ack(self, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         """The ack sink of our partitions: applied only where we hold the lock."""
-        if any(c.writes for c in commits.values()):
-            return await self.coordination.commit(self.id, commits)
-        return await self.coordination.ack(self.id, {p: c.ids for p, c in commits.items()})
+        if not any(c.writes or c.sends for c in commits.values()):
+            return await self.coordination.ack(self.id, {p: c.ids for p, c in commits.items()})
+        lost = await self.coordination.commit(self.id, commits)
+        sent = [p for p, c in commits.items() if c.sends and p not in lost]
+        if sent:
+            await self._relay(sent)
+        return lost
+
+    async def _relay(self, partitions: Sequence[PartitionId]) -> None:
+        """Deliver committed outputs the store keeps in an outbox (a Redis Cluster); a
+        failure leaves them there for the next commit, or the next maintenance, to relay."""
+        try:
+            await self.coordination.relay(partitions)
+        except TransportError as exc:
+            reraise_if_cancelled(exc)
+            outage.failed(f"{self!r} relaying outputs", exc)
 
     async def _quarantine(self, partition: PartitionId, entry_id: str | None, error: str) -> None:
         await self.coordination.quarantine(partition, entry_id, error)
@@ -422,6 +438,7 @@ class Executor:
             reraise_if_cancelled()
             await asyncio.sleep(interval)
             try:
+                await self._relay(self._ids(sorted(self.runner.owned)))
                 await self._report_lost()
                 await self._resume_lifted()  # in case the control message was missed
                 members = await self.coordination.members()

@@ -29,7 +29,7 @@ from runnel.store.log import (
 )
 from runnel.store.resolve import backend_for
 from runnel.store.schemas import Check, SchemaStore
-from runnel.store.state import Commit, TableStore, Writes
+from runnel.store.state import Commit, Output, Sends, TableStore, Writes
 from runnel.store.synclog import Entries, Extent, SyncLog
 
 __all__ = [
@@ -49,11 +49,13 @@ __all__ = [
     "LogAdmin",
     "Member",
     "Members",
+    "Output",
     "PartitionId",
     "Position",
     "Quarantine",
     "ReadResult",
     "SchemaStore",
+    "Sends",
     "SyncLog",
     "TableStore",
     "Writes",

@@ -160,13 +160,21 @@ class Coordination(abc.ABC):
         """Acknowledge on partitions we hold; return those we no longer hold (not acked)."""
 
     async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
-        """Apply each partition's :class:`~runnel.store.state.Commit` (its acknowledgements
-        and its table writes together, all or none) on the partitions we hold; return
-        those we no longer hold (nothing of theirs applied). Applying a commit twice
-        leaves what once does (values are stored, not added to)."""
-        if any(c.writes for c in commits.values()):
-            raise Misconfigured(f"{type(self).__name__} cannot store tables")
+        """Apply each partition's :class:`~runnel.store.state.Commit` (its acknowledgements,
+        its table writes and its outputs together, all or none) on the partitions we
+        hold; return those we no longer hold (nothing of theirs applied). Applying a
+        commit's writes twice leaves what once does (values are stored, not added to);
+        its outputs are appended once (or kept for :meth:`relay`)."""
+        if any(c.writes or c.sends for c in commits.values()):
+            raise Misconfigured(f"{type(self).__name__} cannot store tables or outputs")
         return await self.ack(owner, {p: c.ids for p, c in commits.items()})
+
+    async def relay(self, partitions: Sequence[PartitionId]) -> int:
+        """Deliver what committed outputs of these partitions wait for delivery (a store
+        that cannot append them in the commit itself keeps them in an outbox); how many
+        were appended now. Each is appended once, in commit order per partition, whoever
+        relays and however often. A store that appends in the commit: nothing to do."""
+        return 0
 
     # Quarantined partitions (ExceptionPolicy.QUARANTINE), kept where the CLI can see them.
 

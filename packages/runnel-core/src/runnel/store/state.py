@@ -19,19 +19,36 @@ import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runnel.store.log import PartitionId
+from runnel.store.log import Fields, PartitionId
 
 Writes = Mapping[str, Mapping[bytes, bytes | None]]
 """Table name -> key -> the value to store, or None to delete the key."""
 
 
+Output = tuple[PartitionId, Fields, int | None]
+"""An entry a processor sends while handling entries: the partition it goes to, its
+fields, and that partition's size cap (``partition_size``; None: none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sends:
+    """What handling ``ids`` sent: appended only if those ids are still unacknowledged
+    when the commit runs, and acknowledged with them. A commit sent again after a lost
+    reply (its ids acknowledged already) so appends nothing twice."""
+
+    ids: Sequence[bytes]
+    outputs: Sequence[Output]
+
+
 @dataclass(frozen=True, slots=True)
 class Commit:
     """One partition's step made permanent at once: ``ids`` acknowledged in the
-    processor's group, and ``writes`` (the tables' values after those entries) stored."""
+    processor's group, ``writes`` (the tables' values after those entries) stored, and
+    each of ``sends`` appended with its ids, in order: all of it, or none."""
 
     ids: Sequence[bytes] = ()
     writes: Writes = field(default_factory=dict)
+    sends: Sequence[Sends] = ()
 
 
 class TableStore(abc.ABC):

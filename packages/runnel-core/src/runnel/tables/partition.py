@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import TableError, WrongPartition
-from runnel.store.state import TableStore
+from runnel.store.state import Output, TableStore
 from runnel.tables.codec import ValueCodec, encode_key
 
 if TYPE_CHECKING:
@@ -115,17 +115,23 @@ class TableView:
             self.values[key] = value
             self.misses += 1
 
-    def seal(self, seq: int, into: dict[Any, Any]) -> None:
-        """Add the changes as they are now to ``into``: immutable values as they are
-        (encoded only when sent, and only the last of several changes of a key), others
-        encoded now."""
+    def prepare(self) -> dict[Any, Any]:
+        """The changes as they are now: immutable values as they are (encoded only when
+        sent, and only the last of several changes of a key), others encoded now, so that a
+        value that cannot be encoded fails the event that made it."""
         encode = self.table.codec.encode
+        return {
+            key: value
+            if value is ABSENT or isinstance(value, _IMMUTABLE)
+            else Encoded(encode(value))
+            for key, value in self.dirty.items()
+        }
+
+    def seal(self, seq: int, prepared: dict[Any, Any], into: dict[Any, Any]) -> None:
+        """Add prepared changes to ``into``; they are no longer this iteration's."""
+        into.update(prepared)
         sealed = self.sealed
-        for key, value in self.dirty.items():
-            if value is ABSENT or isinstance(value, _IMMUTABLE):
-                into[key] = value
-            else:
-                into[key] = Encoded(encode(value))
+        for key in prepared:
             sealed[key] = seq
         self.dirty.clear()
         self.undo.clear()
@@ -187,6 +193,8 @@ class PartitionState:
         self.processor = processor
         self.limit = limit
         self.views: dict[str, TableView] = {}
+        self.outputs: list[Output] = []
+        """What the iteration in progress sent (:meth:`runnel.Events.send`)."""
         self.seq = 0
         self.changed = False
         self.key_of = partition.stream.key_of
@@ -261,23 +269,33 @@ class PartitionState:
     def seal(self, into: Sealed) -> int:
         """Add this iteration's changes to ``into``, what its acknowledgement will commit;
         the number of this seal."""
+        prepared = [(view, view.prepare()) for view in self.views.values() if view.dirty]
         self.changed = False
         self.seq += 1
-        for name, view in self.views.items():
-            if view.dirty:
-                found = into.get(name)
-                if found is None:
-                    found = into[name] = {}
-                view.seal(self.seq, found)
+        for view, changes in prepared:
+            found = into.get(view.table.name)
+            if found is None:
+                found = into[view.table.name] = {}
+            view.seal(self.seq, changes, found)
         return self.seq
 
     def encode(self, sealed: Sealed) -> dict[str, dict[bytes, bytes | None]]:
         """Sealed changes as the store takes them."""
         return {name: self.views[name].encode(values) for name, values in sealed.items()}
 
+    def send(self, outputs: Iterable[Output]) -> None:
+        """Entries for the iteration in progress to send when it commits."""
+        self.outputs += outputs
+        self.changed = True
+
+    def take_outputs(self) -> list[Output]:
+        outputs, self.outputs = self.outputs, []
+        return outputs
+
     def rollback(self) -> None:
         """The iteration failed: undo its changes (the policy decides what happens next)."""
         self.changed = False
+        self.outputs = []
         for view in self.views.values():
             view.rollback()
 
