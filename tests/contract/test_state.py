@@ -187,3 +187,54 @@ async def test_sends_of_a_partition_we_do_not_hold_are_not_appended(
     admin = backend.admin()
     if admin is not None:
         assert await admin.lengths([target]) == {target: 0}
+
+
+async def test_deadlines_commit_with_the_writes_and_come_back_earliest_first(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    ids = await delivered(backend, app, "a", 0, 3)
+    p, c = part(app, 0), coordination(backend, app)
+    whens = {TABLE: {b'"ada"': 120.0, b'"bob"': 60.5, b'"eve"': 1e12}}
+    await c.commit("a", {p: Commit(ids=ids[:1], writes={TABLE: {b'"ada"': b"1"}}, deadlines=whens)})
+    assert await tables.due(TABLE, p, 2) == [(b'"bob"', 60.5), (b'"ada"', 120.0)]
+    # Changed, dropped, and a table with deadlines but no writes in this commit.
+    later = {TABLE: {b'"bob"': None, b'"ada"': 30.0}, "other": {b"k": 5.0}}
+    await c.commit("a", {p: Commit(ids=ids[1:2], deadlines=later)})
+    assert await tables.due(TABLE, p, 10) == [(b'"ada"', 30.0), (b'"eve"', 1e12)]
+    assert await tables.due("other", p, 10) == [(b"k", 5.0)]
+    assert await tables.due(TABLE, part(app, 1), 10) == []
+    assert await pending(c, "a", p) == ids[2:]
+
+
+async def test_deadlines_of_a_partition_we_do_not_hold_are_not_set(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    ids = await delivered(backend, app, "a", 0, 1)
+    p, c = part(app, 0), coordination(backend, app)
+    await c.release("a", [p])
+    assert await c.acquire("b", [p], LONG) == {p}
+    assert await c.commit("a", {p: Commit(ids=ids, deadlines={TABLE: {b"k": 1.0}})}) == [p]
+    assert await tables.due(TABLE, p, 10) == []
+
+
+async def test_clearing_a_table_drops_its_deadlines(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    ids = await delivered(backend, app, "a", 0, 1)
+    p, c = part(app, 0), coordination(backend, app)
+    await c.commit(
+        "a", {p: Commit(ids=ids, writes={TABLE: {b"k": b"v"}}, deadlines={TABLE: {b"k": 1.0}})}
+    )
+    await tables.clear(TABLE, [p])
+    assert await tables.due(TABLE, p, 10) == []
+    assert await tables.get(TABLE, p, [b"k"]) == [None]
+
+
+async def test_deadlines_page_by_offset(backend: Backend, app: str, tables: TableStore) -> None:
+    ids = await delivered(backend, app, "a", 0, 1)
+    p, c = part(app, 0), coordination(backend, app)
+    whens = {TABLE: {f'"k{i:02}"'.encode(): float(i) for i in range(12)}}
+    await c.commit("a", {p: Commit(ids=ids, deadlines=whens)})
+    first = await tables.due(TABLE, p, 5)
+    rest = await tables.due(TABLE, p, 10, offset=5)
+    assert [w for _, w in first + rest] == [float(i) for i in range(12)]

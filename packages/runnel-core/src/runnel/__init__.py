@@ -6,6 +6,7 @@ from runnel.interfaces import Compressor, Middleware, Serializer
 from runnel.processing.events import Events
 from runnel.record import Record
 from runnel.stream import Stream
+from runnel.tables import Window, WindowClosed
 from runnel.types import Event, ExceptionPolicy, Partition
 from runnel.worker import Worker
 
@@ -24,6 +25,8 @@ __all__ = [
     "RunnelError",
     "Serializer",
     "Stream",
+    "Window",
+    "WindowClosed",
     "Worker",
     "__version__",
 ]

@@ -30,7 +30,7 @@ from runnel.settings import Settings, zone_of
 from runnel.store.backend import Backend
 from runnel.store.resolve import backend_for
 from runnel.stream import Stream
-from runnel.tables import Table
+from runnel.tables import Table, TableBase
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class App:
         """By id (``{app}.{stream}.{name}``); a processor's name is a key too if unique."""
         self.jobs: dict[str, JobFunction[Any, Any]] = {}
         """The job queue's functions (``@app.job``), by name."""
-        self.tables: dict[str, Table] = {}
+        self.tables: dict[str, TableBase] = {}
         """Tables (``app.table``), by name."""
         self.background: list[BackgroundTask] = []
         """Tasks, timers and crontabs (``@app.task``, ``@app.timer``, ``@app.crontab``)."""
@@ -271,7 +271,7 @@ class App:
         chosen = resolve_serializer(
             serializer if serializer is not None else self.settings.default_serializer
         )
-        table = Table(self, name, source, default, chosen, record)
+        table = Table(self, name, source, default, chosen, record, registry=self.tables)
         self.tables[name] = table
         source.tables.append(table)
         return table
@@ -332,6 +332,7 @@ class App:
                 if check is not None:
                     check(proc)
             self.processors.add(proc)
+            stream.readers.append(proc_name)
             func.__runnel_processor__ = proc  # type: ignore[attr-defined]
             return proc
 

@@ -24,7 +24,7 @@ from runnel.types import Event, Fields, Partition
 
 if TYPE_CHECKING:
     from runnel.services import Services
-    from runnel.tables import Table
+    from runnel.tables import TableBase
 
 DATA = b"data"
 """The single stream field that holds a serialized (non-primitive) record."""
@@ -91,8 +91,10 @@ class Stream:
         self.partition_count = partition_count
         self.partition_size = partition_size
         self.on_full = on_full
-        self.tables: list[Table] = []
+        self.tables: list[TableBase] = []
         """The tables kept per partition of this stream (``app.table(source=...)``)."""
+        self.readers: list[str] = []
+        """The names of the processors declared on this stream."""
         if record.is_primitive() or serializer is None:
             self.serializer = None
         else:

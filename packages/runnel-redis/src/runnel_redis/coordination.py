@@ -45,19 +45,30 @@ def commit_arguments(
     keys: list[str] = []
     args: list[resp.Arg] = []
     targets: dict[str, int] = {}
-    first_target = 1 + sum(2 + len(commits[p].writes) for p in partitions)
+    tables = {
+        p: list(dict.fromkeys([*commits[p].writes, *commits[p].deadlines])) for p in partitions
+    }
+    first_target = 1 + sum(2 + 2 * len(tables[p]) for p in partitions)
     for p in partitions:
         commit = commits[p]
         keys += (coordination.lock_key(p), coordination.key_of(p))
-        args += (len(commit.writes), len(commit.ids), *commit.ids)
-        for table, values in commit.writes.items():
-            keys.append(coordination.table_key(table, p))
+        args += (len(tables[p]), len(commit.ids), *commit.ids)
+        for table in tables[p]:
+            keys += (coordination.table_key(table, p), coordination.deadlines_key(table, p))
+            values = commit.writes.get(table, {})
             sets = [(k, v) for k, v in values.items() if v is not None]
             dels = [k for k, v in values.items() if v is None]
             args.append(len(sets))
             for key, value in sets:
                 args += (key, value)
             args += (len(dels), *dels)
+            whens = commit.deadlines.get(table, {})
+            scored = [(k, w) for k, w in whens.items() if w is not None]
+            dropped = [k for k, w in whens.items() if w is None]
+            args.append(len(scored))
+            for key, when in scored:
+                args += (repr(float(when)), key)
+            args += (len(dropped), *dropped)
         args.append(len(commit.sends))
         for sends in commit.sends:
             args += (len(sends.ids), *sends.ids, len(sends.outputs))
@@ -393,6 +404,9 @@ class RedisCoordination(Coordination):
 
     def table_key(self, table: str, partition: PartitionId) -> str:
         return self.layout.table(self.app, self.stream, table, partition.number)
+
+    def deadlines_key(self, table: str, partition: PartitionId) -> str:
+        return self.layout.deadlines(self.app, self.stream, table, partition.number)
 
     # Quarantines.
 

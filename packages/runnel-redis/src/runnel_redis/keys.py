@@ -19,6 +19,12 @@ def table(app: str, table: str, number: int) -> str:
     return f"__tabl:{app}.{table}.{number}"
 
 
+def deadlines(app: str, table: str, number: int) -> str:
+    """When each key of a table's partition next needs its owner (windows closing or
+    expiring): a sorted set of encoded keys scored by event time."""
+    return f"__tdue:{app}.{table}.{number}"
+
+
 def table_counts(app: str) -> str:
     """The partition count each table of the app was built with (a hash: table -> count)."""
     return f"__tbls:{app}"

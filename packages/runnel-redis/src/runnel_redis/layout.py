@@ -48,6 +48,10 @@ class KeyLayout(ABC):
         """A table's hash for partition ``number`` of its source stream (same slot)."""
 
     @abstractmethod
+    def deadlines(self, app: str, stream: str, table: str, number: int) -> str:
+        """The deadlines of a table's keys on partition ``number`` (same slot)."""
+
+    @abstractmethod
     def outbox(self, app: str, stream: str, number: int) -> str:
         """Outputs committed on the partition, waiting to be relayed (a Redis Cluster)."""
 
@@ -129,6 +133,9 @@ class Classic(KeyLayout):
 
     def table(self, app: str, stream: str, table: str, number: int) -> str:
         return keys.table(app, table, number)
+
+    def deadlines(self, app: str, stream: str, table: str, number: int) -> str:
+        return keys.deadlines(app, table, number)
 
     def table_counts(self, app: str) -> str:
         return keys.table_counts(app)
@@ -227,6 +234,9 @@ class Cluster(KeyLayout):
 
     def table(self, app: str, stream: str, table: str, number: int) -> str:
         return f"__tabl:{{{self.partition_tag(app, stream, number)}}}.{table}"
+
+    def deadlines(self, app: str, stream: str, table: str, number: int) -> str:
+        return f"__tdue:{{{self.partition_tag(app, stream, number)}}}.{table}"
 
     def table_counts(self, app: str) -> str:
         return f"__tbls:{{{self.app_tag(app)}}}"

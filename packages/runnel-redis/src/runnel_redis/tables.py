@@ -22,6 +22,18 @@ class RedisTableStore(TableStore):
         app, stream, number = partition
         return self.layout.table(app, stream, table, number)
 
+    def deadlines_key(self, table: str, partition: PartitionId) -> str:
+        app, stream, number = partition
+        return self.layout.deadlines(app, stream, table, number)
+
+    async def due(
+        self, table: str, partition: PartitionId, count: int, offset: int = 0
+    ) -> list[tuple[bytes, float]]:
+        found = await self.redis.zrange(
+            self.deadlines_key(table, partition), offset, offset + count - 1, withscores=True
+        )
+        return [(bytes(member), float(score)) for member, score in found]
+
     async def get(
         self, table: str, partition: PartitionId, keys: Sequence[bytes]
     ) -> list[bytes | None]:
@@ -47,7 +59,7 @@ class RedisTableStore(TableStore):
     async def clear(self, table: str, partitions: Sequence[PartitionId]) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
             for partition in partitions:
-                pipe.delete(self.key(table, partition))
+                pipe.delete(self.key(table, partition), self.deadlines_key(table, partition))
             await pipe.execute()
 
     async def partition_counts(self, tables: Sequence[str]) -> dict[str, int]:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from runnel.jobs.function import JobFunction
     from runnel.processor import Processor
     from runnel.stream import Stream
-    from runnel.tables import Table
+    from runnel.tables import TableBase
 
 
 class Declarations(Services, Protocol):
@@ -39,5 +39,5 @@ class Declarations(Services, Protocol):
         """Tasks, timers and crontabs."""
 
     @property
-    def tables(self) -> Mapping[str, Table]:
+    def tables(self) -> Mapping[str, TableBase]:
         """The app's tables, by name."""

@@ -195,7 +195,7 @@ class MemoryCoordination(Coordination):
                 if store.holder(self._lock(p)) != owner:
                     lost.append(p)
                     continue
-                store.write(p, commit.writes)
+                store.write(p, commit.writes, commit.deadlines)
                 group = store.log(p).groups.get(self.group)
                 for sends in commit.sends:
                     fresh = group is None or any(parse_id(x) in group.pending for x in sends.ids)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from runnel.memory.logs import Id, PartitionLog
 from runnel.store.log import PartitionId
-from runnel.store.state import Writes
+from runnel.store.state import Deadlines, Writes
 
 T = TypeVar("T")
 log = logging.getLogger("runnel.memory")
@@ -45,6 +45,8 @@ class MemoryServer:
         self._jobs: dict[str, Any] = {}  # app -> runnel.memory.jobs.JobQueueState
         self.tables: dict[tuple[str, PartitionId], dict[bytes, bytes]] = {}
         """Committed table state: (table, source partition) -> key -> value."""
+        self.deadlines: dict[tuple[str, PartitionId], dict[bytes, float]] = {}
+        """Committed deadlines of table keys: (table, source partition) -> key -> when."""
 
     def __repr__(self) -> str:
         return f"<MemoryServer {self.name!r}>"
@@ -79,8 +81,8 @@ class MemoryServer:
             found = self.tables[(name, partition)] = {}
         return found
 
-    def write(self, partition: PartitionId, writes: Writes) -> None:
-        """Apply a commit's table writes (call with the lock held)."""
+    def write(self, partition: PartitionId, writes: Writes, deadlines: Deadlines) -> None:
+        """Apply a commit's table writes and deadlines (call with the lock held)."""
         for name, values in writes.items():
             table = self.table(name, partition)
             for key, value in values.items():
@@ -88,6 +90,13 @@ class MemoryServer:
                     table.pop(key, None)
                 else:
                     table[key] = bytes(value)
+        for name, whens in deadlines.items():
+            held = self.deadlines.setdefault((name, partition), {})
+            for key, when in whens.items():
+                if when is None:
+                    held.pop(key, None)
+                else:
+                    held[bytes(key)] = float(when)
 
     # Waiting and waking.
 

@@ -36,6 +36,14 @@ class MemoryTableStore(TableStore):
         done = start + len(page) >= len(keys)
         return (b"" if done else b">" + page[-1]), entries
 
+    async def due(
+        self, table: str, partition: PartitionId, count: int, offset: int = 0
+    ) -> list[tuple[bytes, float]]:
+        with self.server.lock:
+            held = self.server.deadlines.get((table, partition), {})
+            ordered = sorted(held.items(), key=lambda kv: (kv[1], kv[0]))
+            return ordered[offset : offset + count]
+
     async def sizes(self, table: str, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
         with self.server.lock:
             return {p: len(self.server.tables.get((table, p), {})) for p in partitions}
@@ -44,6 +52,7 @@ class MemoryTableStore(TableStore):
         with self.server.lock:
             for p in partitions:
                 self.server.tables.pop((table, p), None)
+                self.server.deadlines.pop((table, p), None)
 
     async def partition_counts(self, tables: Sequence[str]) -> dict[str, int]:
         with self.server.lock:

@@ -62,12 +62,16 @@ class PartitionStats:
 class TableStats:
     """One table as used by one processor in this process (cumulative)."""
 
-    __slots__ = ("commits", "hits", "misses")
+    __slots__ = ("closed", "commits", "hits", "late", "misses")
 
     def __init__(self) -> None:
         self.commits = 0
         self.hits = 0
         self.misses = 0
+        self.late = 0
+        """Events too late for every window they would be in (windowed tables)."""
+        self.closed = 0
+        """Windows closed (and emitted, if the table says where)."""
 
 
 class ProcessorStats:

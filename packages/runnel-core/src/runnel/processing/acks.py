@@ -52,23 +52,37 @@ class Pending:
     writes: dict[str, dict[bytes, bytes | None]] = field(default_factory=dict)
     seq: int = 0
     sends: list[Sends] = field(default_factory=list)
+    deadlines: dict[str, dict[bytes, float | None]] = field(default_factory=dict)
 
     def commit(self) -> Commit:
-        return Commit(ids=self.ids, writes=self.writes, sends=self.sends)
+        return Commit(ids=self.ids, writes=self.writes, sends=self.sends, deadlines=self.deadlines)
 
     def merge(self, newer: Pending) -> Pending:
         """This, then ``newer`` on top (its values win): what both together commit."""
-        writes = {table: dict(values) for table, values in self.writes.items()}
-        for table, values in newer.writes.items():
-            writes.setdefault(table, {}).update(values)
         return Pending(
-            self.ids + newer.ids, writes, max(self.seq, newer.seq), self.sends + newer.sends
+            self.ids + newer.ids,
+            _layered(self.writes, newer.writes),
+            max(self.seq, newer.seq),
+            self.sends + newer.sends,
+            _layered(self.deadlines, newer.deadlines),
         )
+
+    @property
+    def changes(self) -> bool:
+        """Whether it commits more than acknowledgements."""
+        return bool(self.writes or self.sends or self.deadlines)
 
     @property
     def count(self) -> int:
         """The events it acknowledges."""
         return len(self.ids) + sum(len(s.ids) for s in self.sends)
+
+
+def _layered(older: dict[str, dict[bytes, Any]], newer: dict[str, dict[bytes, Any]]) -> Any:
+    out = {table: dict(values) for table, values in older.items()}
+    for table, values in newer.items():
+        out.setdefault(table, {}).update(values)
+    return out
 
 
 LostPartition = Callable[["PartitionId"], None]
@@ -92,8 +106,9 @@ class Acks:
         self.state = state
         self.ids: list[bytes] = []
         self.writes: dict[str, dict[Any, Any]] = {}  # sealed, encoded when sent
+        self.deadlines: dict[str, dict[Any, Any]] = {}  # sealed, keys encoded when sent
         self.seq = 0
-        self._back: dict[str, dict[bytes, bytes | None]] = {}  # a failed send's writes
+        self._back = Pending()  # a failed send's writes and deadlines
         self.sends: list[Sends] = []  # what iterations sent, each with its first id
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
         self._send = send
@@ -109,7 +124,8 @@ class Acks:
             self._wake(self)
         state = self.state
         if state is not None and state.changed:
-            self.seq = state.seal(self.writes)  # raises (and seals nothing) on a bad value
+            # Raises (and seals nothing) on a value that cannot be encoded.
+            self.seq = state.seal(self.writes, self.deadlines)
             outputs = state.take_outputs()
             if outputs:  # acknowledged with its outputs: appended only the first time
                 self.sends.append(Sends([xid], outputs))
@@ -123,12 +139,14 @@ class Acks:
 
     def take(self) -> Pending:
         """Hand what is recorded to a sender (which must :meth:`done` or :meth:`give_back`)."""
-        writes = self.state.encode(self.writes) if self.writes and self.state else {}
-        pending = Pending(self.ids, writes, self.seq, self.sends)
-        if self._back:  # a failed send's writes, under the newer ones
-            pending = Pending([], self._back).merge(pending)
-            self._back = {}
-        self.ids, self.writes, self.sends = [], {}, []
+        state = self.state
+        writes = state.encode(self.writes) if self.writes and state else {}
+        deadlines = state.encode_deadlines(self.deadlines) if self.deadlines and state else {}
+        pending = Pending(self.ids, writes, self.seq, self.sends, deadlines)
+        if self._back.changes:  # a failed send's writes, under the newer ones
+            pending = self._back.merge(pending)
+            self._back = Pending()
+        self.ids, self.writes, self.sends, self.deadlines = [], {}, [], {}
         self.stats.processed += pending.count  # counted per batch taken, not per event
         self._sending += 1
         self._idle.clear()
@@ -137,14 +155,15 @@ class Acks:
     def give_back(self, pending: Pending) -> None:
         self.ids = pending.ids + self.ids
         self.sends = pending.sends + self.sends
-        self._back = Pending([], pending.writes).merge(Pending([], self._back)).writes
+        back = Pending(writes=pending.writes, deadlines=pending.deadlines)
+        self._back = back.merge(self._back)
         self.seq = max(self.seq, pending.seq)
         self.stats.processed -= pending.count
         self.done()
 
     def committed(self, pending: Pending) -> None:
         self.stats.acked += pending.count
-        if self.state is not None and pending.writes:
+        if self.state is not None:
             self.state.committed(pending.seq, pending.writes)
 
     def done(self) -> None:

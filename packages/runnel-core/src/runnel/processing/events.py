@@ -93,11 +93,7 @@ class Events:
         """Send records to ``stream`` with the event being handled: they are appended
         when it is acknowledged, in the same step, so each exactly once (and not at all
         if its iteration fails), in the order sent, per partition of this stream."""
-        if stream.has_schemas:
-            await stream.prepare(writing=True)
-        entries = stream.entries(records)
-        cap = stream.partition_size
-        self._consumer.ensure_state().send((p, fields, cap) for p, fields in entries)
+        await self._consumer.ensure_state().send_records(stream, records)
 
     async def delay(self, job: Any, *args: Any, **kwargs: Any) -> Any:
         """Enqueue ``job`` (a job function) for the event being handled, under an id made
@@ -196,12 +192,18 @@ class Events:
             self.inflight = [event]
             self.delivered += 1
             started = perf_counter() if sample and not self.delivered % sample else 0.0
+            if state is not None:
+                if state.clocks:
+                    await state.before(self.inflight)
+                state.event = event
             if not decode:
                 yield event
             else:
                 yield stream_decode(event.data) if state is None else event.record
             if started:
                 observe(perf_counter() - started)
+            if state is not None and state.clocks:
+                await state.after(self.inflight)
             add(event.xid)  # may raise (a table value that cannot be encoded): still in flight
             self.inflight = []
 
@@ -236,6 +238,8 @@ class Events:
             self.inflight = batch
             self.delivered += 1
             started = perf_counter() if timed else 0.0
+            if state is not None and state.clocks:
+                await state.before(batch)
             if not decode:
                 yield batch
             elif state is None:
@@ -244,6 +248,8 @@ class Events:
                 yield [e.record for e in batch]
             if started:
                 observe(perf_counter() - started)
+            if state is not None and state.clocks:
+                await state.after(batch)
             for event in batch:
                 add(event.xid)
             self.inflight = []

@@ -161,7 +161,7 @@ class Executor:
 
     async def _ack(self, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         """The ack sink of our partitions: applied only where we hold the lock."""
-        if not any(c.writes or c.sends for c in commits.values()):
+        if not any(c.writes or c.sends or c.deadlines for c in commits.values()):
             return await self.coordination.ack(self.id, {p: c.ids for p, c in commits.items()})
         lost = await self.coordination.commit(self.id, commits)
         sent = [p for p, c in commits.items() if c.sends and p not in lost]

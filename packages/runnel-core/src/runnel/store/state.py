@@ -25,6 +25,12 @@ Writes = Mapping[str, Mapping[bytes, bytes | None]]
 """Table name -> key -> the value to store, or None to delete the key."""
 
 
+Deadlines = Mapping[str, Mapping[bytes, float | None]]
+"""Table name -> key -> when the key next needs its owner's attention (a window closing or
+expiring, in seconds of event time), or None to drop it: kept ordered, so that
+:meth:`TableStore.due` finds the earliest."""
+
+
 Output = tuple[PartitionId, Fields, int | None]
 """An entry a processor sends while handling entries: the partition it goes to, its
 fields, and that partition's size cap (``partition_size``; None: none)."""
@@ -44,11 +50,13 @@ class Sends:
 class Commit:
     """One partition's step made permanent at once: ``ids`` acknowledged in the
     processor's group, ``writes`` (the tables' values after those entries) stored, and
-    each of ``sends`` appended with its ids, in order: all of it, or none."""
+    each of ``sends`` appended with its ids, in order, and ``deadlines`` set: all of it, or
+    none."""
 
     ids: Sequence[bytes] = ()
     writes: Writes = field(default_factory=dict)
     sends: Sequence[Sends] = ()
+    deadlines: Deadlines = field(default_factory=dict)
 
 
 class TableStore(abc.ABC):
@@ -70,12 +78,19 @@ class TableStore(abc.ABC):
         entry is returned, once or (rarely, on some stores) more."""
 
     @abc.abstractmethod
+    async def due(
+        self, table: str, partition: PartitionId, count: int, offset: int = 0
+    ) -> list[tuple[bytes, float]]:
+        """Keys with their deadlines (see :data:`Deadlines`), earliest first: ``count`` of
+        them from the ``offset``-th."""
+
+    @abc.abstractmethod
     async def sizes(self, table: str, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
         """How many keys each partition of the table holds."""
 
     @abc.abstractmethod
     async def clear(self, table: str, partitions: Sequence[PartitionId]) -> None:
-        """Delete every key of the table on these partitions."""
+        """Delete every key (and deadline) of the table on these partitions."""
 
     @abc.abstractmethod
     async def partition_counts(self, tables: Sequence[str]) -> dict[str, int]:

@@ -24,6 +24,7 @@ from runnel.tables.codec import ValueCodec, encode_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
+    from runnel.record import Record
     from runnel.types import Event, Partition
 
 ABSENT: Any = object()
@@ -31,6 +32,15 @@ ABSENT: Any = object()
 UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
 _IMMUTABLE = (int, float, str, bytes, bool, tuple, frozenset, type(None))
+
+
+class RawKey(bytes):
+    """A key stored as these bytes, not JSON: a windowed table's own entries (its
+    watermark), which no key of the stream can be mistaken for."""
+
+
+def store_key(key: Any) -> bytes:
+    return key if type(key) is RawKey else encode_key(key)
 
 
 class Encoded:
@@ -72,6 +82,33 @@ class Table(Protocol):
 
     def claim(self, processor: str) -> None: ...
 
+    def writes_here(self, processor: str) -> bool: ...
+
+
+class Clock(Protocol):
+    """What a partition's state uses of a windowed table's clock
+    (:class:`runnel.tables.clock.Clock`)."""
+
+    async def before(self, events: list[Event]) -> None: ...
+
+    async def after(self, events: list[Event]) -> None: ...
+
+    def rolled_back(self) -> None: ...
+
+
+class Sink(Protocol):
+    """What sending to a stream uses of it (:class:`runnel.Stream`)."""
+
+    @property
+    def has_schemas(self) -> bool: ...
+
+    @property
+    def partition_size(self) -> int | None: ...
+
+    async def prepare(self, *, writing: bool) -> None: ...
+
+    def entries(self, records: Any) -> Any: ...
+
 
 class TableView:
     """One table on one partition: its cache and its changes."""
@@ -86,6 +123,13 @@ class TableView:
         self.sealed: dict[Any, int] = {}
         self.hits = 0
         self.misses = 0
+        # Deadlines (windowed tables): what this owner set and the store may not have yet.
+        self.deadlines: dict[Any, float | None] = {}
+        self.deadline_undo: dict[Any, Any] = {}
+        self.deadline_seq: dict[Any, int] = {}
+        self.epoch = 0
+        """Counts commits that completed (a read of the store's deadlines that spans one
+        may be older than what this owner dropped from :attr:`deadlines`)."""
 
     def loaded(self, key: Any) -> bool:
         return key in self.values
@@ -109,6 +153,11 @@ class TableView:
         self.values.move_to_end(key)
         self.dirty[key] = value
 
+    def set_deadline(self, key: Any, when: float | None) -> None:
+        if key not in self.deadline_undo:
+            self.deadline_undo[key] = self.deadlines.get(key, UNLOADED)
+        self.deadlines[key] = when
+
     def load(self, key: Any, value: Any) -> None:
         """A committed value read from the store (never over a change of ours)."""
         if key not in self.values:
@@ -127,19 +176,26 @@ class TableView:
             for key, value in self.dirty.items()
         }
 
-    def seal(self, seq: int, prepared: dict[Any, Any], into: dict[Any, Any]) -> None:
-        """Add prepared changes to ``into``; they are no longer this iteration's."""
+    def seal(
+        self, seq: int, prepared: dict[Any, Any], into: dict[Any, Any], due: dict[Any, Any]
+    ) -> None:
+        """Add prepared changes to ``into`` (and deadlines to ``due``); they are no longer
+        this iteration's."""
         into.update(prepared)
         sealed = self.sealed
         for key in prepared:
             sealed[key] = seq
+        for key in self.deadline_undo:
+            due[key] = self.deadlines[key]
+            self.deadline_seq[key] = seq
         self.dirty.clear()
         self.undo.clear()
+        self.deadline_undo.clear()
 
     def encode(self, sealed: dict[Any, Any]) -> dict[bytes, bytes | None]:
         encode = self.table.codec.encode
         return {
-            encode_key(key): (
+            store_key(key): (
                 None
                 if value is ABSENT
                 else value.data
@@ -155,13 +211,26 @@ class TableView:
                 self.values.pop(key, None)
             else:
                 self.values[key] = before
+        for key, before in self.deadline_undo.items():
+            if before is UNLOADED:
+                self.deadlines.pop(key, None)
+            else:
+                self.deadlines[key] = before
         self.dirty.clear()
         self.undo.clear()
+        self.deadline_undo.clear()
 
     def committed(self, seq: int) -> None:
         """Changes sealed up to ``seq`` are in the store: their keys may be evicted."""
+        self.epoch += 1
         if self.sealed:
             self.sealed = {k: s for k, s in self.sealed.items() if s > seq}
+        if self.deadline_seq:
+            done = [k for k, s in self.deadline_seq.items() if s <= seq]
+            for key in done:
+                del self.deadline_seq[key]
+                if key not in self.deadline_undo:
+                    self.deadlines.pop(key, None)
         excess = len(self.values) - self.limit
         if excess <= 0:
             return
@@ -198,6 +267,13 @@ class PartitionState:
         self.seq = 0
         self.changed = False
         self.key_of = partition.stream.key_of
+        self.event: Event | None = None
+        """The event being handled one at a time (None in a ``take()`` batch)."""
+        self.clocks: dict[str, Clock] = {}
+        """The clocks of the windowed tables this processor writes, by table."""
+        for table in self.tables:
+            if getattr(table, "kind", None) is not None and table.writes_here(processor):
+                self.clock(table)
 
     def view(self, table: Table) -> TableView:
         found = self.views.get(table.name)
@@ -205,6 +281,31 @@ class PartitionState:
             table.claim(self.processor)
             found = self.views[table.name] = TableView(table, self.partition, self.limit)
         return found
+
+    def clock(self, table: Any) -> Clock:
+        """A windowed table's clock here (made, and the table claimed, on first use)."""
+        found = self.clocks.get(table.name)
+        if found is None:
+            found = self.clocks[table.name] = table.clock(self, self.view(table))
+        return found
+
+    async def before(self, events: list[Event]) -> None:
+        """An iteration starts on ``events``: the clocks find the late ones."""
+        for clock in self.clocks.values():
+            await clock.before(events)
+
+    async def after(self, events: list[Event]) -> None:
+        """An iteration finished ``events``: the clocks move and close windows."""
+        self.event = None
+        for clock in self.clocks.values():
+            await clock.after(events)
+
+    async def send_records(self, stream: Sink, records: Sequence[Record | dict[str, Any]]) -> None:
+        """Records to send with this iteration's commit (:meth:`runnel.Events.send`)."""
+        if stream.has_schemas:
+            await stream.prepare(writing=True)
+        cap = stream.partition_size
+        self.send((p, fields, cap) for p, fields in stream.entries(records))
 
     def check(self, table: Table, key: Any) -> None:
         """A key of this partition, of a table of this stream, else a clear error."""
@@ -257,31 +358,39 @@ class PartitionState:
     async def load(self, view: TableView, keys: Sequence[Any]) -> None:
         if not keys:
             return
-        raw = await self.store.get(
-            view.table.name, self.partition.id, [encode_key(k) for k in keys]
-        )
+        raw = await self.store.get(view.table.name, self.partition.id, [store_key(k) for k in keys])
         decode = view.table.codec.decode
         for key, data in zip(keys, raw, strict=True):
             view.load(key, ABSENT if data is None else decode(data))
 
     # Committing.
 
-    def seal(self, into: Sealed) -> int:
-        """Add this iteration's changes to ``into``, what its acknowledgement will commit;
-        the number of this seal."""
-        prepared = [(view, view.prepare()) for view in self.views.values() if view.dirty]
+    def seal(self, into: Sealed, due: Sealed) -> int:
+        """Add this iteration's changes to ``into`` (and deadlines to ``due``), what its
+        acknowledgement will commit; the number of this seal."""
+        prepared = [
+            (view, view.prepare())
+            for view in self.views.values()
+            if view.dirty or view.deadline_undo
+        ]
         self.changed = False
         self.seq += 1
         for view, changes in prepared:
-            found = into.get(view.table.name)
-            if found is None:
-                found = into[view.table.name] = {}
-            view.seal(self.seq, changes, found)
+            name = view.table.name
+            view.seal(self.seq, changes, into.setdefault(name, {}), due.setdefault(name, {}))
         return self.seq
 
     def encode(self, sealed: Sealed) -> dict[str, dict[bytes, bytes | None]]:
         """Sealed changes as the store takes them."""
-        return {name: self.views[name].encode(values) for name, values in sealed.items()}
+        return {name: self.views[name].encode(values) for name, values in sealed.items() if values}
+
+    @staticmethod
+    def encode_deadlines(due: Sealed) -> dict[str, dict[bytes, float | None]]:
+        return {
+            name: {store_key(k): when for k, when in whens.items()}
+            for name, whens in due.items()
+            if whens
+        }
 
     def send(self, outputs: Iterable[Output]) -> None:
         """Entries for the iteration in progress to send when it commits."""
@@ -296,8 +405,11 @@ class PartitionState:
         """The iteration failed: undo its changes (the policy decides what happens next)."""
         self.changed = False
         self.outputs = []
+        self.event = None
         for view in self.views.values():
             view.rollback()
+        for clock in self.clocks.values():
+            clock.rolled_back()
 
     def committed(self, seq: int, tables: Iterable[str] = ()) -> None:
         """Changes sealed up to ``seq`` are in the store (their commit wrote ``tables``)."""

@@ -1,4 +1,5 @@
-"""``app.table(...)``: state kept per partition of a source stream, exactly once.
+"""``app.table(...)``: state kept per partition of a source stream, exactly once; and its
+windowed forms, ``.tumbling()``, ``.hopping()``, ``.sliding()`` and ``.session()``.
 
 Inside the processor of its source stream, ``table[key]`` reads and writes the state of
 the partition whose event is being handled, synchronously; the changes commit with that
@@ -8,203 +9,102 @@ committed value, and :meth:`Table.items` iterates a partition's.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import AsyncIterator, Sequence
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from runnel.exceptions import Misconfigured, TableError
-from runnel.store.state import TableStore
-from runnel.tables.codec import ValueCodec, decode_key, encode_key
-from runnel.tables.partition import ABSENT, PartitionState, TableView
+from runnel.exceptions import Misconfigured
+from runnel.tables.base import TableBase, check_partition_counts, current
+from runnel.tables.windowed import EventTime, WindowClosed, WindowedTable
+from runnel.tables.windows import Hopping, Kind, Session, Sliding, Tumbling, merge_values
 
 if TYPE_CHECKING:
-    from runnel.interfaces import Serializer
-    from runnel.record import Record
-    from runnel.services import Services
-    from runnel.store.log import PartitionId
+    from runnel.stream import Stream
 
-current: ContextVar[PartitionState | None] = ContextVar("runnel_table_partition", default=None)
-"""The partition whose event the running consumer task is handling (set per consumer)."""
+__all__ = ["Table", "check_partition_counts", "current"]
 
-_NOTHING: Any = object()
+OnClose = Callable[[WindowClosed], Any]
 
 
-class Source(Protocol):
-    """What a table uses of its source stream (:class:`runnel.Stream`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def partition_count(self) -> int: ...
-
-    def hash(self, key: Any) -> int: ...
-
-    def partition_id(self, number: int) -> PartitionId: ...
-
-
-class Table:
+class Table(TableBase):
     """A map per partition of ``source``, keyed by the stream's partition keys."""
 
-    def __init__(
+    def tumbling(
         self,
-        app: Services,
-        name: str,
-        source: Source,
-        default: Any,
-        serializer: Serializer,
-        record: type[Record] | None = None,
-    ) -> None:
-        self.app = app
-        self.name = name
-        self.source = source
-        self.default = default
-        self.record = record
-        self.codec = ValueCodec(serializer, record)
-        self.writer: str | None = None
-        """The processor that reads and writes it with ``[]`` (the first to do so)."""
+        size: float,
+        *,
+        grace: float = 0,
+        expires: float | None = None,
+        time: EventTime = None,
+        late: Stream | str = "drop",
+        on_close: Stream | OnClose | None = None,
+    ) -> WindowedTable:
+        """Keep values per window of ``size`` seconds of event time, back to back."""
+        return self._windowed(Tumbling(size), grace, expires, time, late, on_close)
 
-    def __repr__(self) -> str:
-        return f"<Table {self.name} of {self.source.name}>"
+    def hopping(
+        self,
+        size: float,
+        step: float,
+        *,
+        grace: float = 0,
+        expires: float | None = None,
+        time: EventTime = None,
+        late: Stream | str = "drop",
+        on_close: Stream | OnClose | None = None,
+    ) -> WindowedTable:
+        """Keep values per window of ``size`` seconds starting every ``step`` seconds."""
+        return self._windowed(Hopping(size, step), grace, expires, time, late, on_close)
 
-    # Inside the processor: the current partition's state, synchronously.
+    def sliding(
+        self,
+        size: float,
+        *,
+        merge: Callable[[Any, Any], Any] | None = None,
+        grace: float = 0,
+        expires: float | None = None,
+        time: EventTime = None,
+        late: Stream | str = "drop",
+        on_close: Stream | OnClose | None = None,
+    ) -> WindowedTable:
+        """Keep, for each event, the value of the ``size`` seconds up to it."""
+        kind = Sliding(size, merge or merge_values)
+        return self._windowed(kind, grace, expires, time, late, on_close)
 
-    def claim(self, processor: str) -> None:
-        if self.writer is None:
-            self.writer = processor
-        elif self.writer != processor:
-            raise TableError(
-                f"table {self.name!r} is written by processor {self.writer!r}; processor "
-                f"{processor!r} may read its committed values with await table.get(key)"
-            )
+    def session(
+        self,
+        gap: float,
+        *,
+        merge: Callable[[Any, Any], Any] | None = None,
+        grace: float = 0,
+        expires: float | None = None,
+        time: EventTime = None,
+        late: Stream | str = "drop",
+        on_close: Stream | OnClose | None = None,
+    ) -> WindowedTable:
+        """Keep values per session: a key's events less than ``gap`` seconds apart."""
+        kind = Session(gap, merge or merge_values)
+        return self._windowed(kind, grace, expires, time, late, on_close)
 
-    def _here(self, key: Any) -> tuple[PartitionState, TableView]:
-        state = current.get()
-        if state is None:
-            raise TableError(
-                f"table {self.name!r} is read and written with [] only inside the processor "
-                f"of stream {self.source.name!r}; elsewhere, await table.get(key)"
-            )
-        view = state.views.get(self.name) or state.view(self)
-        if key not in view.values:  # a key loaded here was checked (or came with an event)
-            state.check(self, key)
-        return state, view
-
-    def __getitem__(self, key: Any) -> Any:
-        state, view = self._here(key)
-        if not view.loaded(key):
-            self._load_now(state, view, key)
-        return view.read(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        state, view = self._here(key)
-        if value is ABSENT:
-            raise TableError("not a value")
-        view.write(key, value)
-        state.changed = True
-
-    def __delitem__(self, key: Any) -> None:
-        state, view = self._here(key)
-        view.write(key, ABSENT)
-        state.changed = True
-
-    def __contains__(self, key: Any) -> bool:
-        state, view = self._here(key)
-        if not view.loaded(key):
-            self._load_now(state, view, key)
-        return view.values[key] is not ABSENT
-
-    async def load(self, *keys: Any) -> None:
-        """Inside the processor: load these keys of the current partition now, so that
-        reading them with ``[]`` does not wait on the store (the keys of the events being
-        handled are loaded before the processor gets them)."""
-        state, view = self._here(keys[0]) if keys else (None, None)
-        if state is None or view is None:
-            return
-        for key in keys[1:]:
-            state.check(self, key)
-        await state.load(view, [k for k in keys if not view.loaded(k)])
-
-    def _load_now(self, state: PartitionState, view: TableView, key: Any) -> None:
-        """A key no event brought: read it from the store now. The event loop waits for
-        that one round trip (in the app's portal thread), as ``delay_sync`` does."""
-        [raw] = self.app.portal.call(
-            lambda: self._store().get(self.name, state.partition.id, [encode_key(key)])
+    def _windowed(
+        self,
+        kind: Kind,
+        grace: float,
+        expires: float | None,
+        time: EventTime,
+        late: Stream | str,
+        on_close: Stream | OnClose | None,
+    ) -> WindowedTable:
+        if self.replaced_by is not None:
+            raise Misconfigured(f"table {self.name!r} is windowed already")
+        if self.writer is not None:
+            raise Misconfigured(f"table {self.name!r} is in use: make it windowed where declared")
+        made = WindowedTable(
+            self, kind, grace=grace, expires=expires, time=time, late=late, on_close=on_close
         )
-        view.load(key, ABSENT if raw is None else self.codec.decode(raw))
-
-    # Anywhere: committed values.
-
-    def _store(self) -> TableStore:
-        found = self.app.store.table_store(self.app.name)
-        if found is None:
-            raise Misconfigured(f"{type(self.app.store).__name__} keeps no tables")
-        return found
-
-    def partition_of(self, key: Any) -> int:
-        return self.source.hash(key)
-
-    async def get(self, key: Any, default: Any = _NOTHING) -> Any:
-        """The committed value of ``key`` (the table's default, or ``default``, if absent)."""
-        partition = self.source.partition_id(self.partition_of(key))
-        [raw] = await self._store().get(self.name, partition, [encode_key(key)])
-        if raw is None:
-            return copy.deepcopy(self.default) if default is _NOTHING else default
-        return self.codec.decode(raw)
-
-    async def items(
-        self, partition: int | None = None, page: int = 500
-    ) -> AsyncIterator[tuple[Any, Any]]:
-        """Every committed ``(key, value)`` of one partition (all of them when None), in no
-        particular order; a key stored or deleted meanwhile may or may not appear."""
-        store = self._store()
-        numbers = range(self.source.partition_count) if partition is None else [partition]
-        for number in numbers:
-            cursor = b""
-            while True:
-                cursor, entries = await store.scan(
-                    self.name, self.source.partition_id(number), cursor, page
-                )
-                for raw_key, raw in entries:
-                    yield decode_key(raw_key), self.codec.decode(raw)
-                if not cursor:
-                    break
-
-    async def clear(self, partitions: Sequence[int] | None = None) -> None:
-        """Delete the committed state of these partitions (all when None). Only while no
-        worker writes the table: an owner's cache would commit its values again."""
-        store = self._store()
-        numbers = range(self.source.partition_count) if partitions is None else partitions
-        await store.clear(self.name, [self.source.partition_id(n) for n in numbers])
-        if partitions is None:
-            await store.forget(self.name)
-
-    async def sizes(self) -> dict[int, int]:
-        """How many keys each partition holds (committed)."""
-        ids = [self.source.partition_id(n) for n in range(self.source.partition_count)]
-        found = await self._store().sizes(self.name, ids)
-        return {p.number: n for p, n in found.items()}
-
-
-async def check_partition_counts(store: TableStore, tables: Sequence[Table]) -> None:
-    """Refuse tables whose source stream is declared with another partition count than
-    the one they were built with: their keys would be looked for in the wrong partitions.
-    The first check records the count."""
-    recorded = await store.partition_counts([t.name for t in tables])
-    wrong = []
-    for table in tables:
-        count = recorded.get(table.name)
-        if count is None:
-            count = await store.set_partition_count(table.name, table.source.partition_count)
-        if count != table.source.partition_count:
-            wrong.append((table, count))
-    if wrong:
-        names = ", ".join(repr(t.name) for t, _ in wrong)
-        table, count = wrong[0]
-        raise Misconfigured(
-            f"stream {table.source.name!r} is declared with {table.source.partition_count} "
-            f"partitions, but its tables {names} were built with {count}: their keys would "
-            f"be looked for in the wrong partitions. Declare partition_count={count} again, "
-            "or clear the tables first (runnel table clear)"
-        )
+        self.replaced_by = made
+        if self.registry is not None:
+            self.registry[self.name] = made
+        tables = getattr(self.source, "tables", None)
+        if tables is not None:
+            tables[tables.index(self)] = made
+        return made

@@ -1,10 +1,12 @@
 -- Commit what processing made of some partitions: per partition, its table writes and
 -- the acknowledgement of the entries that made them, together, only if we hold its lock.
--- KEYS, per partition in turn: its lock, its stream, then the hash of each table it writes;
--- after all of them, the streams outputs go to (referred to by their index in KEYS).
+-- KEYS, per partition in turn: its lock, its stream, then for each table it writes, the
+-- table's hash and its deadlines (a sorted set); after all of them, the streams outputs
+-- go to (referred to by their index in KEYS).
 -- ARGV: owner, group; then per partition in turn: how many tables it writes, how many ids,
 -- the ids; then per table: how many fields to set, the field/value pairs, how many fields
--- to delete, the fields; then how many sends, and per send: how many ids, the ids, how
+-- to delete, the fields, how many deadlines to set, the score/member pairs, how many to
+-- drop, the members; then how many sends, and per send: how many ids, the ids, how
 -- many outputs, and per output: its stream's index in KEYS, that stream's cap (empty:
 -- none), how many fields, the field/value pairs. A send's outputs are appended only if
 -- acknowledging its ids acknowledged any: a commit sent again after its reply was lost
@@ -34,7 +36,7 @@ while a <= #ARGV do
   local mine = redis.call('GET', lock) == owner
   if not mine then lost[#lost + 1] = n end
   for t = 1, tables do
-    local key = KEYS[k + 1 + t]
+    local key, due = KEYS[k + 2 * t], KEYS[k + 2 * t + 1]
     local sets = tonumber(ARGV[a])
     local first_set = a + 1
     a = first_set + 2 * sets
@@ -43,6 +45,14 @@ while a <= #ARGV do
     local first_del = a + 1
     a = first_del + dels
     if mine and dels > 0 then each(first_del, a - 1, 'HDEL', key) end
+    local scored = tonumber(ARGV[a])
+    local first_score = a + 1
+    a = first_score + 2 * scored
+    if mine and scored > 0 then each(first_score, a - 1, 'ZADD', due) end
+    local dropped = tonumber(ARGV[a])
+    local first_drop = a + 1
+    a = first_drop + dropped
+    if mine and dropped > 0 then each(first_drop, a - 1, 'ZREM', due) end
   end
   local sends = tonumber(ARGV[a])
   a = a + 1
@@ -74,7 +84,7 @@ while a <= #ARGV do
       redis.call('XACK', stream, group, unpack(ARGV, from, math.min(from + 999, last_id)))
     end
   end
-  k = k + 2 + tables
+  k = k + 2 + 2 * tables
 end
 for target, cap in pairs(caps) do
   local length = redis.call('XLEN', target)

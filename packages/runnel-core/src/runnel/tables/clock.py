@@ -1,0 +1,229 @@
+"""A windowed table's event-time clock on one partition: its watermark, late events, and
+the windows it closes.
+
+Per iteration of the processor (an event, or a ``take()`` batch), the partition's state
+asks each clock twice. :meth:`Clock.before`: which of the events are late (every window
+they would be in is closed), counted, and sent to the late stream if there is one.
+:meth:`Clock.after`: the watermark moves to the latest event time seen, and the keys whose
+windows that closes or expires are handled: each closed window emitted once, expired
+ones deleted. All of it is written like any change of the iteration, so it commits with
+the acknowledgement of its events: a watermark, a late count and an emission are each
+exactly-once too.
+
+Finding the keys: each key with windows has a *deadline* in the store (its next window's
+close or expiry), kept ordered there; this owner's changes not yet committed are in the
+table view's :attr:`~runnel.tables.partition.TableView.deadlines` and win over the store's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runnel.tables.codec import decode_key
+from runnel.tables.partition import ABSENT, RawKey, TableView
+from runnel.tables.windows import NEVER, KeyWindows, Window, close, deadline
+
+if TYPE_CHECKING:
+    from runnel.tables.partition import PartitionState, Sink
+    from runnel.tables.windows import Kind
+    from runnel.types import Event
+
+META = RawKey(b"\x00meta")
+"""The key of a partition's clock in its table (never a stream key: those are JSON)."""
+
+CLOSE_BATCH = 1000
+"""At most this many keys have their windows closed per iteration; more wait for the next
+(nothing changes in a window past its close, so waiting changes no result)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    """A partition's clock as committed: the latest event time seen and the late events."""
+
+    watermark: float = NEVER
+    late: int = 0
+
+
+def as_key(raw: Any) -> Any:
+    """A decoded stored key as the processor's key (JSON arrays back to tuples)."""
+    if isinstance(raw, list):
+        return tuple(as_key(x) for x in raw)
+    return raw
+
+
+class Windowed(Protocol):
+    """What a clock uses of its table (:class:`runnel.tables.WindowedTable`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> Kind: ...
+
+    @property
+    def grace(self) -> float: ...
+
+    @property
+    def expires(self) -> float: ...
+
+    @property
+    def late_stream(self) -> Sink | None: ...
+
+    def time_of(self, event: Event) -> float: ...
+
+    async def emit(
+        self, state: PartitionState, closed: Sequence[tuple[Any, Window, Any]]
+    ) -> None: ...
+
+
+class Clock:
+    """One windowed table's clock on one partition, for the processor writing it."""
+
+    def __init__(self, table: Windowed, state: PartitionState, view: TableView) -> None:
+        self.table = table
+        self.state = state
+        self.view = view
+        self.late: set[bytes] = set()
+        """The ids of this iteration's late events (their writes are dropped)."""
+        self.next_due = -math.inf
+        """No deadline is before this (-inf: unknown, ask the store)."""
+        self.times: dict[bytes, float] = {}
+
+    # What the processor sees.
+
+    @property
+    def meta(self) -> Meta:
+        found = self.view.values.get(META)
+        return found if isinstance(found, Meta) else Meta()
+
+    @property
+    def watermark(self) -> float:
+        return self.meta.watermark
+
+    def shut(self) -> float:
+        """Windows ending at or before this are closed (or about to be)."""
+        return self.meta.watermark - self.table.grace
+
+    def is_late(self, t: float) -> bool:
+        return self.table.kind.latest_end(t) + self.table.grace <= self.meta.watermark
+
+    def time_of(self, event: Event) -> float:
+        found = self.times.get(event.xid)
+        if found is None:
+            found = self.times[event.xid] = self.table.time_of(event)
+        return found
+
+    def windows_of(self, key: Any) -> KeyWindows:
+        value = self.view.values.get(key, ABSENT)
+        return KeyWindows() if value is ABSENT else value
+
+    def store(self, key: Any, kw: KeyWindows | None) -> None:
+        """A key's windows changed (None: it has none left)."""
+        table = self.table
+        if kw is None or not kw.items:
+            self.view.write(key, ABSENT)
+            self.set_deadline(key, None)
+        else:
+            self.view.write(key, kw)
+            self.set_deadline(key, deadline(table.kind, kw, table.grace, table.expires))
+        self.state.changed = True
+
+    def set_deadline(self, key: Any, when: float | None) -> None:
+        self.view.set_deadline(key, when)
+        if when is not None and when < self.next_due:
+            self.next_due = when
+
+    def _set_meta(self, meta: Meta) -> None:
+        self.view.write(META, meta)
+        self.state.changed = True
+
+    # Each iteration.
+
+    async def load(self) -> None:
+        if not self.view.loaded(META):
+            await self.state.load(self.view, [META])
+
+    async def before(self, events: Sequence[Event]) -> None:
+        """Count (and send on) the events that are late."""
+        await self.load()
+        self.late.clear()
+        self.times.clear()
+        late = [e for e in events if self.is_late(self.time_of(e))]
+        if not late:
+            return
+        self.late.update(e.xid for e in late)
+        meta = self.meta
+        self._set_meta(Meta(meta.watermark, meta.late + len(late)))
+        stats = self.state.stats
+        if stats is not None:
+            stats.table(self.table.name).late += len(late)
+        target = self.table.late_stream
+        if target is not None:
+            await self.state.send_records(target, [e.record for e in late])
+
+    async def after(self, events: Sequence[Event]) -> None:
+        """Move the watermark; close and expire what it reached."""
+        if events:
+            latest = max(self.time_of(e) for e in events)
+            meta = self.meta
+            if latest > meta.watermark:
+                self._set_meta(Meta(latest, meta.late))
+        if self.meta.watermark >= self.next_due:
+            await self._close_due()
+
+    def rolled_back(self) -> None:
+        self.next_due = -math.inf  # what the failed iteration told us is gone: ask again
+        self.late.clear()
+
+    async def _close_due(self) -> None:
+        watermark = self.meta.watermark
+        view, store = self.view, self.state.store
+        while True:
+            epoch = view.epoch
+            due: list[Any] = []
+            later, offset, full = math.inf, 0, False
+            pending = view.deadlines
+            while not full:
+                found = await store.due(self.table.name, self.state.partition.id, 500, offset)
+                for raw, when in found:
+                    if when > watermark:
+                        later = min(later, when)
+                        break
+                    key = as_key(decode_key(raw))
+                    if key not in pending:
+                        due.append(key)
+                        full = len(due) >= CLOSE_BATCH
+                else:
+                    if len(found) == 500:
+                        offset += 500
+                        continue
+                break
+            if view.epoch == epoch:
+                break  # no commit completed meanwhile: the store's answer and ours agree
+        for key, whence in pending.items():
+            if whence is None:
+                continue
+            if whence <= watermark and not full:
+                due.append(key)
+                full = len(due) >= CLOSE_BATCH
+            elif whence > watermark:
+                later = min(later, whence)
+        self.next_due = -math.inf if full else later
+        if not due:
+            return
+        await self.state.load(view, [k for k in due if not view.loaded(k)])
+        table = self.table
+        closed: list[tuple[Any, Window, Any]] = []
+        for key in due:
+            kw = self.windows_of(key)
+            kept, done = close(table.kind, kw, watermark, table.grace, table.expires)
+            closed += [(key, window, value) for window, value in done]
+            self.store(key, kept)
+        if closed:
+            stats = self.state.stats
+            if stats is not None:
+                stats.table(table.name).closed += len(closed)
+            await table.emit(self.state, closed)

@@ -1,0 +1,358 @@
+"""Windowed tables: ``app.table(...).tumbling(60)`` and its kin (docs/state.md, "Windows").
+
+Inside the processor, ``per_minute[key]`` is the key's windows *at the event being
+handled*: ``per_minute[key] += amount`` changes each open window that event is in, and
+``per_minute[key].current()`` reads the value of its window. Outside, ``await
+per_minute.get(key, at=...)`` and ``await per_minute.windows(key)`` read committed windows.
+What a window holds is stored per key with the window bounds; the partition's clock
+(:mod:`runnel.tables.clock`) closes, emits and expires windows as event time passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import operator
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import msgpack
+
+from runnel.exceptions import Misconfigured, TableError
+from runnel.record import Record
+from runnel.tables.base import _NOTHING, TableBase
+from runnel.tables.clock import META, Clock, Meta
+from runnel.tables.codec import ValueCodec, decode_key, encode_key
+from runnel.tables.partition import PartitionState
+from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
+from runnel.types import Event
+
+if TYPE_CHECKING:
+    from runnel.stream import Stream
+
+EventTime = str | Callable[[Any], Any] | None
+"""Where an event's time comes from: a record field, a function of the record, or (None)
+the entry's own timestamp. A number is seconds since the epoch; a datetime is converted."""
+
+
+class WindowClosed(Record):
+    """What a window's close emits to ``on_close``: the table, the key, the window's
+    bounds (seconds of event time) and its final value."""
+
+    table: str
+    key: Any
+    start: float
+    end: float
+    value: Any
+
+
+def seconds(value: Any) -> float:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TableError(f"an event time must be a number of seconds or a datetime: {value!r}")
+    return float(value)
+
+
+def entry_time(xid: bytes) -> float:
+    """An entry id's own timestamp (milliseconds before the ``-``), in seconds."""
+    ms, _, _ = xid.partition(b"-")
+    return int(ms) / 1000
+
+
+class WindowsCodec(ValueCodec):
+    """A key's windows (each value through the table's serializer) and the partition's
+    clock, as msgpack."""
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, Meta):
+            return msgpack.packb([0, value.watermark, value.late])
+        items = [[s, e, super(WindowsCodec, self).encode(v)] for s, e, v in value.items]
+        return msgpack.packb([1, value.closed_upto, items])
+
+    def decode(self, data: bytes) -> Any:
+        found = msgpack.unpackb(data)
+        if found[0] == 0:
+            return Meta(found[1], found[2])
+        inner = super().decode
+        return KeyWindows(tuple((s, e, inner(v)) for s, e, v in found[2]), found[1])
+
+
+class WindowedTable(TableBase):
+    """A table whose values are kept per window of event time (made by
+    :meth:`Table.tumbling`, :meth:`~Table.hopping`, :meth:`~Table.sliding` or
+    :meth:`~Table.session`)."""
+
+    def __init__(
+        self,
+        base: TableBase,
+        kind: Kind,
+        *,
+        grace: float = 0.0,
+        expires: float | None = None,
+        time: EventTime = None,
+        late: Stream | str = "drop",
+        on_close: Stream | Callable[[WindowClosed], Any] | None = None,
+    ) -> None:
+        super().__init__(
+            base.app,
+            base.name,
+            base.source,
+            base.default,
+            base.codec.serializer,
+            registry=base.registry,
+        )
+        self.record = base.record
+        self.codec = WindowsCodec(base.codec.serializer, base.record)
+        self.kind = kind
+        if grace < 0:
+            raise Misconfigured(f"table {self.name!r}: grace must be >= 0")
+        self.grace = float(grace)
+        self.expires = self.grace if expires is None else float(expires)
+        if self.expires < self.grace:
+            raise Misconfigured(f"table {self.name!r}: expires ({expires}) is shorter than grace")
+        if time is not None and not (isinstance(time, str) or callable(time)):
+            raise Misconfigured(f"table {self.name!r}: time must be a field name or a function")
+        self.time = time
+        self.late_stream: Stream | None = None
+        if late != "drop":
+            if not hasattr(late, "entries"):
+                raise Misconfigured(
+                    f"table {self.name!r}: late is 'drop' or a Stream, not {late!r}"
+                )
+            self.late_stream = late  # type: ignore[assignment]
+        self.on_close = on_close
+
+    def __repr__(self) -> str:
+        return f"<WindowedTable {self.name} of {self.source.name}: {self.kind}>"
+
+    def time_of(self, event: Event) -> float:
+        """The event time of an event, per the table's ``time``."""
+        if self.time is None:
+            return entry_time(event.xid)
+        return self.record_time(event.record)
+
+    def record_time(self, record: Any) -> float:
+        if self.time is None:
+            raise TableError(
+                f"table {self.name!r} takes event times from entry ids: give the Event, "
+                "not its record"
+            )
+        try:
+            raw = getattr(record, self.time) if isinstance(self.time, str) else self.time(record)
+        except Exception as exc:
+            raise TableError(
+                f"table {self.name!r} cannot take the event time of {record!r}"
+            ) from exc
+        return seconds(raw)
+
+    # Inside the processor.
+
+    def clock(self, state: PartitionState, view: Any) -> Clock:
+        """This table's clock on a partition (see :meth:`PartitionState.clock`)."""
+        return Clock(self, state, view)
+
+    def _at(self, key: Any, when: Any) -> WindowedValue:
+        state, view = self._here(key)
+        clock = cast(Clock, state.clock(self))
+        if not clock.view.loaded(META):
+            self._load_now(state, clock.view, META)
+        if isinstance(when, Event):
+            t, late = clock.time_of(when), when.xid in clock.late
+        elif when is None:
+            event = state.event
+            if event is None:
+                raise TableError(
+                    f"table {self.name!r}: in a take() batch, say which event a window is "
+                    f"for: {self.name}.at(event)[key]"
+                )
+            t, late = clock.time_of(event), event.xid in clock.late
+        else:
+            t = seconds(when) if not isinstance(when, Record) else self.record_time(when)
+            late = clock.is_late(t)
+        if not view.loaded(key):
+            self._load_now(state, view, key)
+        return WindowedValue(self, clock, key, t, late)
+
+    def __getitem__(self, key: Any) -> WindowedValue:
+        return self._at(key, None)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, WindowedValue):
+            return  # ``table[key] += 1`` applied it already
+        self._at(key, None).set(value)
+
+    def __delitem__(self, key: Any) -> None:
+        found = self._at(key, None)
+        found.clock.store(key, None)
+
+    def __contains__(self, key: Any) -> bool:
+        found = self._at(key, None)
+        return bool(found.clock.windows_of(key).items)
+
+    def at(self, when: Any) -> At:
+        """The windows at another time than the event's: an :class:`~runnel.Event` (in a
+        ``take()`` batch), a record (with ``time=`` set), seconds or a datetime."""
+        return At(self, when)
+
+    async def emit(self, state: PartitionState, closed: Sequence[tuple[Any, Window, Any]]) -> None:
+        """Closed windows to ``on_close``: a stream (sent with the commit: exactly once)
+        or a function (called now: at least once)."""
+        target = self.on_close
+        if target is None:
+            return
+        made: list[Record] = [
+            WindowClosed(table=self.name, key=k, start=w.start, end=w.end, value=v)
+            for k, w, v in closed
+        ]
+        if callable(target):
+            for one in made:
+                found = target(one)  # type: ignore[arg-type]
+                if asyncio.iscoroutine(found):
+                    await found
+            return
+        record = target.record
+        if record is not WindowClosed:
+            made = [record.model_validate(m.model_dump()) for m in made]
+        await state.send_records(target, made)
+
+    # Anywhere: committed windows.
+
+    async def _windows(self, key: Any) -> KeyWindows:
+        partition = self.source.partition_id(self.partition_of(key))
+        [raw] = await self._store().get(self.name, partition, [encode_key(key)])
+        return KeyWindows() if raw is None else self.codec.decode(raw)
+
+    async def get(self, key: Any, default: Any = _NOTHING, *, at: Any = None) -> Any:
+        """The committed value of ``key``'s window at ``at`` (seconds or a datetime), or
+        of its latest window; the table's default (or ``default``) if there is none."""
+        kw = await self._windows(key)
+        missing = copy.deepcopy(self.default) if default is _NOTHING else default
+        if at is None:
+            held = self.kind.windows(kw)
+            return held[-1][1] if held else missing
+        return self.kind.current(kw, seconds(at), missing)
+
+    async def windows(
+        self, key: Any, since: Any = None, until: Any = None
+    ) -> list[tuple[Window, Any]]:
+        """``key``'s committed windows starting in ``[since, until)``, by start."""
+        return _between(self.kind.windows(await self._windows(key)), since, until)
+
+    async def items(
+        self, partition: int | None = None, page: int = 500
+    ) -> AsyncIterator[tuple[Any, list[tuple[Window, Any]]]]:
+        """Every key of one partition (all when None) with its windows."""
+        store = self._store()
+        numbers = range(self.source.partition_count) if partition is None else [partition]
+        for number in numbers:
+            cursor = b""
+            while True:
+                cursor, entries = await store.scan(
+                    self.name, self.source.partition_id(number), cursor, page
+                )
+                for raw_key, raw in entries:
+                    if raw_key != META:
+                        yield decode_key(raw_key), self.kind.windows(self.codec.decode(raw))
+                if not cursor:
+                    break
+
+    async def clocks(self) -> dict[int, Meta]:
+        """Each partition's watermark and late count, as committed."""
+        store = self._store()
+        out = {}
+        for number in range(self.source.partition_count):
+            [raw] = await store.get(self.name, self.source.partition_id(number), [META])
+            out[number] = Meta() if raw is None else self.codec.decode(raw)
+        return out
+
+    async def sizes(self) -> dict[int, int]:
+        """How many keys each partition holds windows for."""
+        found = await super().sizes()
+        clocks = await self.clocks()
+        return {n: k - (clocks[n] != Meta()) for n, k in found.items()}
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind.name, **self.kind.describe(), "grace": self.grace}
+
+
+def _between(held: list[tuple[Window, Any]], since: Any, until: Any) -> list[tuple[Window, Any]]:
+    low = NEVER if since is None else seconds(since)
+    high = float("inf") if until is None else seconds(until)
+    return [(w, v) for w, v in held if low <= w.start < high]
+
+
+class At:
+    """``table.at(when)``: the windows of keys at that time."""
+
+    def __init__(self, table: WindowedTable, when: Any) -> None:
+        self.table = table
+        self.when = when
+
+    def __getitem__(self, key: Any) -> WindowedValue:
+        return self.table._at(key, self.when)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if not isinstance(value, WindowedValue):
+            self.table._at(key, self.when).set(value)
+
+
+def _inplace(op: Callable[[Any, Any], Any]) -> Callable[[WindowedValue, Any], WindowedValue]:
+    def apply(self: WindowedValue, other: Any) -> WindowedValue:
+        self.update(lambda value: op(value, other))
+        return self
+
+    return apply
+
+
+class WindowedValue:
+    """A key's windows at one event time, inside the processor. Changing it changes each
+    open window that time is in; a late event's changes are dropped (it was counted)."""
+
+    def __init__(self, table: WindowedTable, clock: Clock, key: Any, t: float, late: bool) -> None:
+        self.table = table
+        self.clock = clock
+        self.key = key
+        self.time = t
+        self.late = late
+
+    def __repr__(self) -> str:
+        return f"<{self.table.name}[{self.key!r}] at {self.time}: {self.current()!r}>"
+
+    def update(self, change: Callable[[Any], Any]) -> None:
+        """Apply ``change`` (old value -> new value) to each open window of this time."""
+        if self.late:
+            return
+        clock, table = self.clock, self.table
+        kw = clock.windows_of(self.key)
+        new = table.kind.apply(kw, self.time, change, table.default, clock.shut())
+        if new is not kw:
+            clock.store(self.key, new)
+
+    def set(self, value: Any) -> None:
+        self.update(lambda _: value)
+
+    def current(self) -> Any:
+        """The value of this time's window (the latest, if several hold it)."""
+        kw = self.clock.windows_of(self.key)
+        return self.table.kind.current(kw, self.time, self.table.default)
+
+    def windows(self, since: Any = None, until: Any = None) -> list[tuple[Window, Any]]:
+        """The key's windows starting in ``[since, until)``, by start (open and closed)."""
+        return _between(self.table.kind.windows(self.clock.windows_of(self.key)), since, until)
+
+    __iadd__ = _inplace(operator.add)
+    __isub__ = _inplace(operator.sub)
+    __imul__ = _inplace(operator.mul)
+    __itruediv__ = _inplace(operator.truediv)
+    __ifloordiv__ = _inplace(operator.floordiv)
+    __imod__ = _inplace(operator.mod)
+    __ior__ = _inplace(operator.or_)
+    __iand__ = _inplace(operator.and_)
+    __ixor__ = _inplace(operator.xor)
+
+
+__all__ = ["At", "WindowClosed", "WindowedTable", "WindowedValue"]

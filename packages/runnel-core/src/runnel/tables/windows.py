@@ -1,0 +1,330 @@
+"""Windows over a key's events, as pure functions of event times.
+
+A windowed table keeps, per key, a :class:`KeyWindows`: the windows of that key that are
+still open or not yet expired, each with its value, and up to where they are closed. How an
+event time maps to windows is a :class:`Kind`:
+
+- :class:`Tumbling` ``(size)``: back to back, ``[k*size, (k+1)*size)``; an event is in one.
+- :class:`Hopping` ``(size, step)``: ``[k*step, k*step + size)``; an event is in
+  ``size/step`` of them.
+- :class:`Sliding` ``(size)``: one window per event time ``t`` of the key, the ``size``
+  seconds up to and including it, ``(t - size, t]``. Kept as one partial value per event
+  time (a *bucket*), merged when read.
+- :class:`Session` ``(gap)``: a key's events less than ``gap`` apart form one session,
+  ``[first, last + gap)``; an event between two sessions merges them.
+
+Sliding and session values are combined with a *merge* function (numbers add, lists
+concatenate, sets unite unless told otherwise). A window **closes** when the partition's
+watermark (the latest event time it has seen) reaches its end plus the grace period: it is
+emitted then, and changes no more. It **expires** (is deleted) when the watermark reaches
+its end plus ``expires``. Nothing here knows about stores or processors: the functions
+are tested against plain reference computations (tests/state/test_window_kinds.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+NEVER = -math.inf
+
+Update = Callable[[Any], Any]
+"""A change of one window's value: the old value (or the default) to the new one."""
+
+
+class Window(NamedTuple):
+    """A window's bounds, in seconds of event time: ``start <= t < end`` (for a sliding
+    window ``start < t <= end``: the ``size`` seconds up to an event)."""
+
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class KeyWindows:
+    """A key's windows: ``(start, end, value)`` sorted by start (a sliding window's
+    buckets have ``start == end``, the event time), and the end up to which its windows
+    are closed. Never changed in place: a change makes a new one."""
+
+    items: tuple[tuple[float, float, Any], ...] = ()
+    closed_upto: float = NEVER
+
+
+def merge_values(a: Any, b: Any) -> Any:
+    """The default merge of two partial values (sessions, sliding buckets)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        raise TypeError("booleans have no default merge")
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a + b
+    if isinstance(a, list) and isinstance(b, list):
+        return a + b
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return a + b
+    if isinstance(a, set | frozenset) and isinstance(b, set | frozenset):
+        return a | b
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for key, value in b.items():
+            out[key] = merge_values(out[key], value) if key in out else value
+        return out
+    raise TypeError(
+        f"no default merge for {type(a).__name__} and {type(b).__name__}: pass merge=f "
+        "where f(a, b) combines two partial values"
+    )
+
+
+def fresh(default: Any) -> Any:
+    """A new window's value: the default, copied when it is mutable."""
+    if isinstance(default, int | float | str | bytes | bool | tuple | frozenset | type(None)):
+        return default
+    return copy.deepcopy(default)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How event times map to windows; the subclasses say."""
+
+    size: float
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__.lower()
+
+    def describe(self) -> dict[str, float]:
+        return {"size": self.size}
+
+    # What an event changes.
+
+    def latest_end(self, t: float) -> float:
+        """The end of the last window an event at ``t`` would be in: once closed, the
+        event is late."""
+        raise NotImplementedError
+
+    def apply(
+        self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
+    ) -> KeyWindows:
+        """``kw`` after an event at ``t`` changed its open windows with ``update``: those
+        ending after ``shut`` (the watermark less the grace period) and not closed."""
+        raise NotImplementedError
+
+    # What a reader sees.
+
+    def current(self, kw: KeyWindows, t: float, default: Any) -> Any:
+        """The value of the window of an event at ``t`` (the latest, if several)."""
+        raise NotImplementedError
+
+    def windows(self, kw: KeyWindows) -> list[tuple[Window, Any]]:
+        """Every window held, in order of start, with its value."""
+        return [(Window(s, e), v) for s, e, v in kw.items]
+
+    # Closing and expiring.
+
+    def ends(self, kw: KeyWindows) -> list[float]:
+        """The ends of the windows held, ascending (each window is closed when its end plus
+        the grace period is reached)."""
+        return sorted(e for _, e, _ in kw.items)
+
+    def expiry(self, item: tuple[float, float, Any], expires: float) -> float:
+        return item[1] + expires
+
+    def value_at_end(self, kw: KeyWindows, end: float) -> list[tuple[Window, Any]]:
+        """The windows ending at ``end``, with their values (what closing emits)."""
+        return [(Window(s, e), v) for s, e, v in kw.items if e == end]
+
+
+def _open(kw: KeyWindows, end: float, shut: float) -> bool:
+    return end > kw.closed_upto and end > shut
+
+
+@dataclass(frozen=True)
+class Hopping(Kind):
+    """Windows of ``size`` seconds starting every ``step`` seconds (epoch-aligned)."""
+
+    step: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.size > 0 or not 0 < self.step <= self.size:
+            raise ValueError("windows need size > 0 and 0 < step <= size")
+
+    def describe(self) -> dict[str, float]:
+        return {"size": self.size, "step": self.step}
+
+    def starts(self, t: float) -> list[float]:
+        """The starts of the windows holding ``t``, ascending."""
+        last = math.floor(t / self.step)
+        out = []
+        k = last
+        while k * self.step + self.size > t and k * self.step <= t:
+            out.append(k * self.step)
+            k -= 1
+        return out[::-1]
+
+    def latest_end(self, t: float) -> float:
+        return self.starts(t)[-1] + self.size
+
+    def apply(
+        self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
+    ) -> KeyWindows:
+        held = {s: (s, e, v) for s, e, v in kw.items}
+        for start in self.starts(t):
+            end = start + self.size
+            if not _open(kw, end, shut):
+                continue
+            old = held.get(start)
+            held[start] = (start, end, update(fresh(default) if old is None else old[2]))
+        return KeyWindows(tuple(held[s] for s in sorted(held)), kw.closed_upto)
+
+    def current(self, kw: KeyWindows, t: float, default: Any) -> Any:
+        start = self.starts(t)[-1]
+        for s, _, v in kw.items:
+            if s == start:
+                return v
+        return fresh(default)
+
+
+@dataclass(frozen=True, init=False)
+class Tumbling(Hopping):
+    """Back-to-back windows of ``size`` seconds."""
+
+    def __init__(self, size: float) -> None:
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "step", size)
+        self.__post_init__()
+
+    def describe(self) -> dict[str, float]:
+        return {"size": self.size}
+
+
+@dataclass(frozen=True)
+class Merging(Kind):
+    """A kind whose partial values are combined (sliding buckets, merged sessions)."""
+
+    merge: Callable[[Any, Any], Any] = field(default=merge_values, compare=False)
+
+    def fold(self, values: Iterable[Any]) -> Any:
+        it = iter(values)
+        out = next(it)
+        for value in it:
+            out = self.merge(out, value)
+        return out
+
+
+@dataclass(frozen=True)
+class Sliding(Merging):
+    """Per event time ``t`` of a key, the window ``(t - size, t]``."""
+
+    def __post_init__(self) -> None:
+        if not self.size > 0:
+            raise ValueError("sliding windows need size > 0")
+
+    def latest_end(self, t: float) -> float:
+        return t
+
+    def apply(
+        self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
+    ) -> KeyWindows:
+        if not _open(kw, t, shut):
+            return kw
+        items = [item for item in kw.items if item[0] != t]
+        old = [v for s, _, v in kw.items if s == t]
+        items.append((t, t, update(old[0] if old else fresh(default))))
+        items.sort(key=lambda item: item[0])
+        return KeyWindows(tuple(items), kw.closed_upto)
+
+    def _merged(self, kw: KeyWindows, end: float) -> Any:
+        values = [v for s, _, v in kw.items if end - self.size < s <= end]
+        return self.fold(copy.deepcopy(values)) if values else None
+
+    def current(self, kw: KeyWindows, t: float, default: Any) -> Any:
+        found = self._merged(kw, t)
+        return fresh(default) if found is None else found
+
+    def windows(self, kw: KeyWindows) -> list[tuple[Window, Any]]:
+        return [(Window(s - self.size, s), self._merged(kw, s)) for s, _, _ in kw.items]
+
+    def expiry(self, item: tuple[float, float, Any], expires: float) -> float:
+        # A bucket is part of the windows ending up to ``size`` after it.
+        return item[0] + self.size + expires
+
+    def value_at_end(self, kw: KeyWindows, end: float) -> list[tuple[Window, Any]]:
+        if not any(s == end for s, _, _ in kw.items):
+            return []
+        return [(Window(end - self.size, end), self._merged(kw, end))]
+
+
+@dataclass(frozen=True)
+class Session(Merging):
+    """A key's events less than ``size`` (the gap) apart, as one window."""
+
+    def __post_init__(self) -> None:
+        if not self.size > 0:
+            raise ValueError("session windows need gap > 0")
+
+    @property
+    def gap(self) -> float:
+        return self.size
+
+    def describe(self) -> dict[str, float]:
+        return {"gap": self.size}
+
+    def latest_end(self, t: float) -> float:
+        return t + self.size
+
+    def apply(
+        self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
+    ) -> KeyWindows:
+        end = t + self.size
+        if not _open(kw, end, shut):
+            return kw
+        # The open sessions this event's own [t, t + gap) overlaps merge with it.
+        joined = [i for i in kw.items if _open(kw, i[1], shut) and i[0] < end and t < i[1]]
+        rest = [item for item in kw.items if item not in joined]
+        if joined:
+            start = min(t, joined[0][0])
+            end = max(end, max(e for _, e, _ in joined))
+            value = self.fold(v for _, _, v in joined)
+        else:
+            start, value = t, fresh(default)
+        rest.append((start, end, update(value)))
+        rest.sort(key=lambda item: item[0])
+        return KeyWindows(tuple(rest), kw.closed_upto)
+
+    def current(self, kw: KeyWindows, t: float, default: Any) -> Any:
+        found = [v for s, e, v in kw.items if s <= t < e]
+        return found[-1] if found else fresh(default)
+
+
+# Closing and expiring, for every kind.
+
+
+def deadline(kind: Kind, kw: KeyWindows, grace: float, expires: float) -> float | None:
+    """When this key next needs attention: its first open window's close, or its first
+    window's expiry (None: it holds nothing)."""
+    if not kw.items:
+        return None
+    found = min(kind.expiry(item, expires) for item in kw.items)
+    for end in kind.ends(kw):
+        if end > kw.closed_upto:
+            return min(found, end + grace)
+    return found
+
+
+def close(
+    kind: Kind, kw: KeyWindows, watermark: float, grace: float, expires: float
+) -> tuple[KeyWindows | None, list[tuple[Window, Any]]]:
+    """Close the windows whose end plus ``grace`` the watermark reached, in order of end,
+    and drop those expired: the key's windows after that (None: none left) and what
+    closed, with their final values."""
+    closed: list[tuple[Window, Any]] = []
+    upto = kw.closed_upto
+    for end in dict.fromkeys(kind.ends(kw)):
+        if upto < end <= watermark - grace:
+            closed += kind.value_at_end(kw, end)
+            upto = end
+    items = tuple(item for item in kw.items if kind.expiry(item, expires) > watermark)
+    if not items:
+        return None, closed
+    return KeyWindows(items, upto), closed

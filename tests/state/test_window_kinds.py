@@ -1,0 +1,198 @@
+"""The window functions against plain reference computations, on one key's events.
+
+The model both follow: events arrive in some order, each with an event time; the
+watermark is the latest time seen so far. An event is late when every window it would
+be in was closed already; otherwise it counts in its windows that are still open. After
+each event, the windows whose end plus the grace period the watermark reached close,
+with the sum of what counted in them. The references keep the events themselves, not
+partial values.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runnel.tables.windows import (
+    Hopping,
+    KeyWindows,
+    Kind,
+    Session,
+    Sliding,
+    Tumbling,
+    Window,
+    close,
+    deadline,
+)
+
+Events = list[tuple[int, int]]  # (event time, amount), in arrival order
+Closed = list[tuple[Window, int]]
+
+events = st.lists(st.tuples(st.integers(0, 400), st.integers(1, 9)), max_size=60)
+graces = st.sampled_from([0, 5, 30])
+
+
+def run(kind: Kind, evs: Events, grace: float, expires: float | None = None) -> Closed:
+    """Drive the window functions as a partition's clock does."""
+    kw: KeyWindows | None = KeyWindows()
+    wm = -math.inf
+    out: Closed = []
+    expires = grace if expires is None else expires
+    for t, amount in evs:
+        if kind.latest_end(t) + grace > wm:  # not late
+            kw = kind.apply(kw or KeyWindows(), t, lambda v, a=amount: v + a, 0, wm - grace)
+        wm = max(wm, t)
+        if kw is not None:
+            due = deadline(kind, kw, grace, expires)
+            if due is not None and due <= wm:
+                kw, closed = close(kind, kw, wm, grace, expires)
+                out += closed
+    return out
+
+
+def reference_hopping(size: int, step: int, evs: Events, grace: int) -> Closed:
+    def windows_of(t: int) -> list[int]:
+        return [k * step for k in range(-size, t // step + 2) if k * step <= t < k * step + size]
+
+    sums: dict[int, int] = {}
+    emitted: set[int] = set()
+    wm = -math.inf
+    out = []
+    for t, amount in evs:
+        for start in windows_of(t):
+            if start + size + grace > wm:
+                sums[start] = sums.get(start, 0) + amount
+        wm = max(wm, t)
+        for start in sorted(sums):
+            if start not in emitted and start + size + grace <= wm:
+                emitted.add(start)
+                out.append((Window(start, start + size), sums[start]))
+    return out
+
+
+def reference_sliding(size: int, evs: Events, grace: int) -> Closed:
+    accepted: list[tuple[int, int]] = []
+    emitted: set[int] = set()
+    wm = -math.inf
+    out = []
+    for t, amount in evs:
+        if t + grace > wm:
+            accepted.append((t, amount))
+        wm = max(wm, t)
+        for end in sorted({e for e, _ in accepted}):
+            if end not in emitted and end + grace <= wm:
+                emitted.add(end)
+                total = sum(a for u, a in accepted if end - size < u <= end)
+                out.append((Window(end - size, end), total))
+    return out
+
+
+def reference_session(gap: int, evs: Events, grace: int) -> Closed:
+    sessions: list[list[tuple[int, int]]] = []  # open sessions, as their events
+    wm = -math.inf
+    out = []
+
+    def bounds(s: list[tuple[int, int]]) -> tuple[int, int]:
+        return min(t for t, _ in s), max(t for t, _ in s) + gap
+
+    for t, amount in evs:
+        if t + gap + grace > wm:
+            joined = [s for s in sessions if bounds(s)[0] < t + gap and t < bounds(s)[1]]
+            merged = [(t, amount)] + [e for s in joined for e in s]
+            sessions = [s for s in sessions if s not in joined] + [merged]
+        wm = max(wm, t)
+        for s in sorted(sessions, key=lambda s: bounds(s)[1]):
+            if bounds(s)[1] + grace <= wm:
+                sessions.remove(s)
+                out.append((Window(*bounds(s)), sum(a for _, a in s)))
+    return out
+
+
+def ordered(closed: Closed) -> Closed:
+    return sorted(closed, key=lambda c: (c[0].end, c[0].start))
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, graces, st.sampled_from([10, 60]))
+def test_tumbling(evs: Events, grace: int, size: int) -> None:
+    assert ordered(run(Tumbling(size), evs, grace)) == ordered(
+        reference_hopping(size, size, evs, grace)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, graces, st.sampled_from([(60, 20), (30, 10), (20, 20), (50, 15)]))
+def test_hopping(evs: Events, grace: int, shape: tuple[int, int]) -> None:
+    size, step = shape
+    assert ordered(run(Hopping(size, step), evs, grace)) == ordered(
+        reference_hopping(size, step, evs, grace)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, graces, st.sampled_from([10, 45]))
+def test_sliding(evs: Events, grace: int, size: int) -> None:
+    assert ordered(run(Sliding(size), evs, grace)) == ordered(reference_sliding(size, evs, grace))
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, graces, st.sampled_from([5, 20]))
+def test_session(evs: Events, grace: int, gap: int) -> None:
+    assert ordered(run(Session(gap), evs, grace)) == ordered(reference_session(gap, evs, grace))
+
+
+def test_fixed_example_per_minute() -> None:
+    evs = [(0, 1), (30, 2), (59, 3), (60, 4), (10, 5), (125, 6), (61, 7)]
+    # grace 0: the 10 arrives after the watermark reached 60, so window [0, 60) closed.
+    assert run(Tumbling(60), evs, 0) == [(Window(0, 60), 6), (Window(60, 120), 4)]
+    # grace 20: the 10 still counts; [60, 120) stays open until the watermark reaches 140.
+    assert run(Tumbling(60), evs, 20) == [(Window(0, 60), 11)]
+    assert run(Tumbling(60), [*evs, (140, 1)], 20)[1] == (Window(60, 120), 11)
+
+
+def test_a_late_event_between_sessions_merges_them_only_while_open() -> None:
+    evs = [(0, 1), (15, 1), (9, 1), (100, 1)]
+    # gap 10: [0, 10) and [15, 25); the 9 arrives late but within the grace period: its
+    # [9, 19) overlaps both, so they become one session [0, 25) of three events.
+    assert run(Session(10), evs, 100) == []
+    assert run(Session(10), [*evs, (500, 1)], 100) == [
+        (Window(0, 25), 3),
+        (Window(100, 110), 1),
+    ]
+    # Without grace, [0, 10) closed at 15: the 9 is late for it, and [9, 19) overlaps
+    # it, but a closed session is never extended: the 9 joins [15, 25) alone.
+    assert run(Session(10), evs, 0) == [(Window(0, 10), 1), (Window(9, 25), 2)]
+
+
+def test_expired_windows_are_dropped_and_closed_ones_stay_until_then() -> None:
+    kind = Tumbling(10)
+    kw = kind.apply(KeyWindows(), 5, lambda v: v + 1, 0)
+    kw = kind.apply(kw, 15, lambda v: v + 1, 0)
+    kept, closed = close(kind, kw, 25, grace=0, expires=20)
+    assert closed == [(Window(0, 10), 1), (Window(10, 20), 1)]
+    assert kept is not None and [w for w, _ in kind.windows(kept)] == [
+        Window(0, 10),
+        Window(10, 20),
+    ]
+    assert deadline(kind, kept, 0, 20) == 30
+    gone, closed = close(kind, kept, 40, grace=0, expires=20)
+    assert gone is None and closed == []
+
+
+def test_hopping_starts() -> None:
+    assert Hopping(60, 20).starts(65) == [20, 40, 60]
+    assert Hopping(60, 20).starts(60) == [20, 40, 60]
+    assert Tumbling(60).starts(59.9) == [0]
+
+
+def test_default_merge() -> None:
+    kind = Session(10)
+    assert kind.fold([1, 2.5]) == 3.5
+    assert kind.fold([[1], [2]]) == [1, 2]
+    assert kind.fold([{1}, {2}]) == {1, 2}
+    assert kind.fold([{"a": 1}, {"a": 2, "b": 1}]) == {"a": 3, "b": 1}
+    custom = Session(10, merge=operator.mul)
+    assert custom.fold([2, 3]) == 6
