@@ -27,6 +27,7 @@ from runnel.tables.windows import (
     close,
     deadline,
 )
+from tests.support import windows as reference
 
 Events = list[tuple[int, int]]  # (event time, amount), in arrival order
 Closed = list[tuple[Window, int]]
@@ -54,61 +55,19 @@ def run(kind: Kind, evs: Events, grace: float, expires: float | None = None) -> 
 
 
 def reference_hopping(size: int, step: int, evs: Events, grace: int) -> Closed:
-    def windows_of(t: int) -> list[int]:
-        return [k * step for k in range(-size, t // step + 2) if k * step <= t < k * step + size]
-
-    sums: dict[int, int] = {}
-    emitted: set[int] = set()
-    wm = -math.inf
-    out = []
-    for t, amount in evs:
-        for start in windows_of(t):
-            if start + size + grace > wm:
-                sums[start] = sums.get(start, 0) + amount
-        wm = max(wm, t)
-        for start in sorted(sums):
-            if start not in emitted and start + size + grace <= wm:
-                emitted.add(start)
-                out.append((Window(start, start + size), sums[start]))
-    return out
+    return [(Window(s, e), v) for _, s, e, v in reference.hopping(size, step, keyed(evs), grace)]
 
 
 def reference_sliding(size: int, evs: Events, grace: int) -> Closed:
-    accepted: list[tuple[int, int]] = []
-    emitted: set[int] = set()
-    wm = -math.inf
-    out = []
-    for t, amount in evs:
-        if t + grace > wm:
-            accepted.append((t, amount))
-        wm = max(wm, t)
-        for end in sorted({e for e, _ in accepted}):
-            if end not in emitted and end + grace <= wm:
-                emitted.add(end)
-                total = sum(a for u, a in accepted if end - size < u <= end)
-                out.append((Window(end - size, end), total))
-    return out
+    return [(Window(s, e), v) for _, s, e, v in reference.sliding(size, keyed(evs), grace)]
 
 
 def reference_session(gap: int, evs: Events, grace: int) -> Closed:
-    sessions: list[list[tuple[int, int]]] = []  # open sessions, as their events
-    wm = -math.inf
-    out = []
+    return [(Window(s, e), v) for _, s, e, v in reference.session(gap, keyed(evs), grace)]
 
-    def bounds(s: list[tuple[int, int]]) -> tuple[int, int]:
-        return min(t for t, _ in s), max(t for t, _ in s) + gap
 
-    for t, amount in evs:
-        if t + gap + grace > wm:
-            joined = [s for s in sessions if bounds(s)[0] < t + gap and t < bounds(s)[1]]
-            merged = [(t, amount)] + [e for s in joined for e in s]
-            sessions = [s for s in sessions if s not in joined] + [merged]
-        wm = max(wm, t)
-        for s in sorted(sessions, key=lambda s: bounds(s)[1]):
-            if bounds(s)[1] + grace <= wm:
-                sessions.remove(s)
-                out.append((Window(*bounds(s)), sum(a for _, a in s)))
-    return out
+def keyed(evs: Events) -> list[tuple[str, float, int]]:
+    return [("k", t, a) for t, a in evs]
 
 
 def ordered(closed: Closed) -> Closed:
