@@ -180,7 +180,7 @@ async def test_windows_are_read_inside_and_outside_the_processor(
     ]
     assert await per_minute.windows("a", since=60, until=180) == [(Window(60, 120), 2)]
     assert await per_minute.get("a", at=61) == 2
-    assert await per_minute.get("a", at=dt.datetime.fromtimestamp(10, dt.timezone.utc)) == 2
+    assert await per_minute.get("a", at=dt.datetime.fromtimestamp(10, dt.UTC)) == 2
     assert await per_minute.get("a", at=130) == 0
     assert await per_minute.get("a") == 1  # the latest window
     assert await per_minute.get("zz") == 0
@@ -295,7 +295,7 @@ async def test_the_next_owner_goes_on_from_the_committed_clock(
         @app.processor(sales)
         async def total(events: Any) -> None:
             async for sale in events.records():
-                per_minute[sale.shop] += sale.amount
+                per_minute[sale.shop] += sale.amount  # noqa: B023 (one app per loop)
 
         want = expected("session", as_events(SALES), 10)
         async with run(app, store=store_url) as t:
@@ -321,7 +321,7 @@ async def test_event_times_from_entry_ids_by_default(app_name: str, store_url: s
     [(window, count)] = await per_hour.windows("a")
     assert count == 3
     assert window.end - window.start == 3600
-    assert window.start <= dt.datetime.now(dt.timezone.utc).timestamp() < window.end + 5
+    assert window.start <= dt.datetime.now(dt.UTC).timestamp() < window.end + 5
     await app.aclose()
 
 
