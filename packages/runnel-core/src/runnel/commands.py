@@ -70,6 +70,7 @@ def load(target: str, kind: type[T]) -> T:
             "Stream": "a Stream",
             "Processor": "a processor",
             "Table": "a table",
+            "TableBase": "a table",
         }
         what = names.get(kind.__name__, "a job" if kind.__name__ == "JobFunction" else None)
         raise click.ClickException(f"{target} is {type(obj).__name__}, not {what or kind.__name__}")

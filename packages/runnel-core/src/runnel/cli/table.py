@@ -16,12 +16,17 @@ from runnel.admin.tables import (
 )
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run
-from runnel.tables import Table
+from runnel.tables import TableBase
 
 
 @click.group()
 def table() -> None:
     """Look at tables: their keys per partition, one key's value, every entry."""
+
+
+def _table(target: str) -> TableBase:
+    found = load(target, TableBase)
+    return found.replaced_by or found  # the name of a table made windowed after
 
 
 def _json(value: Any) -> str:
@@ -47,6 +52,17 @@ def list_tables(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     for found in report:
         per = " ".join(str(p["keys"]) for p in found["partitions"])
         click.echo(f"{found['name']:<20} {found['stream']:<20} {found['keys']:>10}  {per}")
+        windows = found.get("windows")
+        if windows:
+            shape = ", ".join(f"{k} {v:g}" for k, v in windows.items() if k != "kind")
+            marks = " ".join(
+                "-" if p["watermark"] is None else f"{p['watermark']:g}"
+                for p in found["partitions"]
+            )
+            click.echo(
+                f"  {windows['kind']} windows ({shape}); late events {found['late']}; "
+                f"watermark per partition {marks}"
+            )
 
 
 @table.command()
@@ -58,7 +74,7 @@ def get(target: str, key: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Print the committed value of KEY (read as JSON if it parses as JSON, else as text;
     the table's default if no value is stored)."""
     load_plugins(plugins)
-    found = load(target, Table)
+    found = _table(target)
     entry = run(table_entry(found, parse_key(key)), found.app)
     if as_json:
         click.echo(_json(entry))
@@ -74,7 +90,7 @@ def get(target: str, key: str, as_json: bool, plugins: tuple[str, ...]) -> None:
 def dump(target: str, partition: int | None, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Print every committed entry (partition, key, value), partition by partition."""
     load_plugins(plugins)
-    found = load(target, Table)
+    found = _table(target)
     if partition is not None and partition >= found.source.partition_count:
         raise click.ClickException(
             f"stream {found.source.name} has partitions 0 to {found.source.partition_count - 1}"
@@ -102,7 +118,7 @@ def clear(
     """Delete the table's committed state (of one partition, or all of it). Refused while
     workers of its stream's processors run, unless --force."""
     load_plugins(plugins)
-    found = load(target, Table)
+    found = _table(target)
     if partition is not None and partition >= found.source.partition_count:
         raise click.ClickException(
             f"stream {found.source.name} has partitions 0 to {found.source.partition_count - 1}"

@@ -106,6 +106,25 @@ class Definitions:
             TABLE,
             registry=r,
         )
+        self.table_late = Counter(
+            "runnel_table_late_events_total",
+            "Events too late for every window of a windowed table they would be in.",
+            TABLE,
+            registry=r,
+        )
+        self.table_closed = Counter(
+            "runnel_table_windows_closed_total",
+            "Windows of a windowed table closed (and emitted, where it says).",
+            TABLE,
+            registry=r,
+        )
+        self.table_watermark = Gauge(
+            "runnel_table_watermark_seconds",
+            "The latest event time an owned partition of a windowed table has seen (committed).",
+            ("app", "table", "partition"),
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
         self.table_keys = Gauge(
             "runnel_table_keys",
             "Keys an owned partition of the table holds (committed).",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,6 +125,8 @@ class WorkerMetrics:
                 self._add(d.table_commits, where, table.commits)
                 self._add(d.table_hits, where, table.hits)
                 self._add(d.table_misses, where, table.misses)
+                self._add(d.table_late, where, table.late)
+                self._add(d.table_closed, where, table.closed)
             for number, part in list(ps.partitions.items()):
                 where = (*labels, str(number))
                 self._add(d.processed, where, part.processed)
@@ -219,8 +222,15 @@ class WorkerMetrics:
         if store is not None:
             for table in tables:
                 sizes = await store.sizes(table.name, list(keys))
+                windowed = getattr(table, "clock_of", None)
                 for key, count in sizes.items():
-                    self.defs.table_keys.labels(self.app, table.name, str(keys[key])).set(count)
+                    at = (self.app, table.name, str(keys[key]))
+                    if windowed is not None:
+                        clock = await windowed(key)
+                        count -= clock is not None
+                        if clock is not None and clock.watermark > -math.inf:
+                            self.defs.table_watermark.labels(*at).set(clock.watermark)
+                    self.defs.table_keys.labels(*at).set(count)
 
     def _forget(self, labels: tuple[str, ...]) -> None:
         """A partition no longer ours: its owner reports it now. In multiprocess mode a

@@ -29,6 +29,7 @@ from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
 from runnel.types import Event
 
 if TYPE_CHECKING:
+    from runnel.store.log import PartitionId
     from runnel.stream import Stream
 
 EventTime = str | Callable[[Any], Any] | None
@@ -260,13 +261,17 @@ class WindowedTable(TableBase):
                 if not cursor:
                     break
 
+    async def clock_of(self, partition: PartitionId) -> Meta | None:
+        """A partition's watermark and late count, as committed (None: no event yet)."""
+        [raw] = await self._store().get(self.name, partition, [META])
+        return None if raw is None else cast(Meta, self.codec.decode(raw))
+
     async def clocks(self) -> dict[int, Meta]:
         """Each partition's watermark and late count, as committed."""
-        store = self._store()
         out = {}
         for number in range(self.source.partition_count):
-            [raw] = await store.get(self.name, self.source.partition_id(number), [META])
-            out[number] = Meta() if raw is None else self.codec.decode(raw)
+            found = await self.clock_of(self.source.partition_id(number))
+            out[number] = Meta() if found is None else found
         return out
 
     async def sizes(self) -> dict[int, int]:

@@ -171,24 +171,40 @@ function drawTables(state) {
   const tables = state.tables || [];
   document.getElementById("tables-section").hidden = !tables.length;
   box.replaceChildren(
-    ...tables.map((t) =>
-      el(
+    ...tables.map((t) => {
+      const w = t.windows;
+      const columns = [["partition", "num"], ["keys", "num"]];
+      if (w) columns.push(["watermark", "num"], ["late events", "num"]);
+      const shape = w
+        ? Object.entries(w)
+            .filter(([k]) => k !== "kind")
+            .map(([k, v]) => `${k} ${v}`)
+            .join(", ")
+        : "";
+      return el(
         "div",
         { class: "card state-table", "data-name": t.name },
         el("h3", {}, t.name, " ", el("span", { class: "sub" }, `of stream ${t.stream}, ${t.keys} keys`)),
+        w ? el("p", { class: "sub windows" }, `${w.kind} windows (${shape}); late events ${t.late}`) : "",
         table(
-          [["partition", "num"], ["keys", "num"]],
+          columns,
           t.partitions.map((p) =>
             el(
               "tr",
               { class: "table-partition", "data-table": t.name, "data-number": p.number },
               el("td", { class: "num" }, p.number),
               el("td", { class: "num" }, p.keys),
+              ...(w
+                ? [
+                    el("td", { class: "num watermark" }, p.watermark === null ? "-" : String(p.watermark)),
+                    el("td", { class: `num late${p.late ? " alarm" : ""}` }, p.late),
+                  ]
+                : []),
             ),
           ),
         ),
-      ),
-    ),
+      );
+    }),
   );
 }
 
