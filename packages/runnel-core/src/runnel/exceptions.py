@@ -41,6 +41,13 @@ class TransportError(RunnelError):
     """
 
 
+class StateUnavailable(TransportError):
+    """The store did not answer a read that the state of the partition being processed
+    needed (a table's keys, a window clock). Not the processor's failure: its exception
+    policy does not apply; the iteration is rolled back and handled again once the store
+    answers."""
+
+
 class Unavailable(TransportError):
     """The store could not be reached or did not answer in time (connection refused or
     dropped, a timeout, a server still loading or failing over). Worth retrying."""

@@ -8,12 +8,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from runnel import context
-from runnel.exceptions import RunnelError, TransportError
+from runnel.exceptions import RunnelError, StateUnavailable, TransportError
 from runnel.processing.acks import Acks
 from runnel.processing.events import Events
 from runnel.processing.failures import failure_fields, failure_text, retry_delay
 from runnel.processing.inbox import Inbox
-from runnel.runtime.retry import reraise_if_cancelled
+from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
 from runnel.tables import table as tables
 from runnel.types import Event, ExceptionPolicy, Partition
 
@@ -64,6 +64,7 @@ class Consumer:
         self._failing: bytes | None = None  # under RETRY: the first event of the failed iteration
         self._attempts = 0  # how often it failed in a row
         self._woken = asyncio.Event()
+        self._state_backoff = Backoff()
 
     def stop(self) -> None:
         """Finish the iteration in flight, then return (the runner enforces the grace period)."""
@@ -118,6 +119,10 @@ class Consumer:
         inflight = events.inflight
         if failure is not None and self.acks.state is not None:
             self.acks.state.rollback()  # the failed iteration's table changes never happened
+        if isinstance(failure, StateUnavailable):
+            await self._state_unavailable(events, failure, inflight)
+            return
+        self._state_backoff.reset()
         policy = self._policy_for(inflight) if failure is not None else None
         if policy is not None:
             events.context.policy = policy  # what the middleware's clean-up acts on
@@ -148,6 +153,25 @@ class Consumer:
             log.warning("processor %s returned; restarting it", self.processor.name)
             if not events.delivered:
                 await asyncio.sleep(RESTART_DELAY)
+
+    async def _state_unavailable(
+        self, events: Events, failure: StateUnavailable, inflight: list[Event]
+    ) -> None:
+        """The store failed a read the state needed: not the processor's failure. Its
+        events go back in front of the inbox, to be handled again after a backoff."""
+        events.context.policy = ExceptionPolicy.RETRY  # what the middleware sees: a retry
+        try:
+            await events.aclose(failure)
+        except Exception:  # user code (middleware clean-up): report it, still retry
+            log.exception("middleware clean-up failed on %r", self.partition)
+        outage.failed(f"reading the state of {self.partition!r}", failure.__cause__ or failure)
+        self.inbox.items.extendleft(reversed(inflight))
+        try:
+            async with asyncio.timeout(self._state_backoff.delay):
+                await self._woken.wait()
+        except TimeoutError:
+            pass
+        self._state_backoff.delay = min(self._state_backoff.delay * 2, 5.0)
 
     def _policy_for(self, inflight: list[Event]) -> ExceptionPolicy:
         """The policy for this failure: under RETRY, the fallback once retries run out."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runnel.exceptions import RunnelError
+from runnel.exceptions import RunnelError, StateUnavailable, TransportError
 from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
@@ -187,14 +187,14 @@ class Events:
                 if not await self._ready():
                     return
             if state is not None and not state.loaded(items[0]):
-                await state.prefetch(items)  # the keys of everything buffered, at once
+                await state_io(state.prefetch(items))  # the keys of everything buffered
             event = inbox.pop()
             self.inflight = [event]
             self.delivered += 1
             started = perf_counter() if sample and not self.delivered % sample else 0.0
             if state is not None:
-                if state.clocks:
-                    await state.before(self.inflight)
+                if state.clocks and not state.before_now(self.inflight):
+                    await state_io(state.before(self.inflight))
                 state.event = event
             if not decode:
                 yield event
@@ -202,8 +202,8 @@ class Events:
                 yield stream_decode(event.data) if state is None else event.record
             if started:
                 observe(perf_counter() - started)
-            if state is not None and state.clocks:
-                await state.after(self.inflight)
+            if state is not None and state.clocks and not state.after_now(self.inflight):
+                await state_io(state.after(self.inflight))
             add(event.xid)  # may raise (a table value that cannot be encoded): still in flight
             self.inflight = []
 
@@ -229,7 +229,7 @@ class Events:
                     break
             state = consumer.acks.state
             if state is not None:
-                await state.prefetch(batch)
+                await state_io(state.prefetch(batch))
             # Gathering took time: check the lease again before handing the batch over.
             while not consumer.lease.valid() and not consumer.stopping:
                 await consumer.lease.renewed()
@@ -238,8 +238,8 @@ class Events:
             self.inflight = batch
             self.delivered += 1
             started = perf_counter() if timed else 0.0
-            if state is not None and state.clocks:
-                await state.before(batch)
+            if state is not None and state.clocks and not state.before_now(batch):
+                await state_io(state.before(batch))
             if not decode:
                 yield batch
             elif state is None:
@@ -248,11 +248,22 @@ class Events:
                 yield [e.record for e in batch]
             if started:
                 observe(perf_counter() - started)
-            if state is not None and state.clocks:
-                await state.after(batch)
+            if state is not None and state.clocks and not state.after_now(batch):
+                await state_io(state.after(batch))
             for event in batch:
                 add(event.xid)
             self.inflight = []
+
+
+async def state_io(step: Awaitable[None]) -> None:
+    """A store read of the partition's state: a failure of the store is not the
+    processor's (see :class:`~runnel.exceptions.StateUnavailable`)."""
+    try:
+        await step
+    except StateUnavailable:
+        raise
+    except TransportError as exc:
+        raise StateUnavailable(f"the store failed a read of the state: {exc}") from exc
 
 
 class Batches:

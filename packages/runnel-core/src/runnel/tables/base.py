@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runnel.exceptions import Misconfigured, TableError
+from runnel.exceptions import Misconfigured, StateUnavailable, TableError, TransportError
 from runnel.store.state import TableStore
 from runnel.tables.codec import ValueCodec, decode_key, encode_key
 from runnel.tables.partition import ABSENT, PartitionState, TableView, store_key
@@ -147,9 +147,16 @@ class TableBase:
     def _load_now(self, state: PartitionState, view: TableView, *keys: Any) -> None:
         """Keys no event brought: read them from the store now. The event loop waits for
         that one round trip (in the app's portal thread), as ``delay_sync`` does."""
-        raw = self.app.portal.call(
-            lambda: self._store().get(self.name, state.partition.id, [store_key(k) for k in keys])
-        )
+        try:
+            raw = self.app.portal.call(
+                lambda: self._store().get(
+                    self.name, state.partition.id, [store_key(k) for k in keys]
+                )
+            )
+        except TransportError as exc:
+            raise StateUnavailable(
+                f"the store failed a read of table {self.name!r}: {exc}"
+            ) from exc
         for key, data in zip(keys, raw, strict=True):
             view.load(key, ABSENT if data is None else self.codec.decode(data))
 

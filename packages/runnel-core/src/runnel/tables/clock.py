@@ -146,6 +146,25 @@ class Clock:
         if not self.view.loaded(META):
             await self.state.load(self.view, [META])
 
+    def before_now(self, events: Sequence[Event]) -> bool:
+        """:meth:`before` without waiting, in the usual case (the clock loaded, no event
+        late); False, having changed nothing, when :meth:`before` must run."""
+        if META not in self.view.values:
+            return False
+        self.late.clear()
+        self.times.clear()
+        is_late, time_of = self.is_late, self.time_of
+        return not any(is_late(time_of(e)) for e in events)
+
+    def after_now(self, events: Sequence[Event]) -> bool:
+        """Move the watermark; False when windows are due and :meth:`after` must run."""
+        if events:
+            latest = max(self.time_of(e) for e in events)
+            meta = self.meta
+            if latest > meta.watermark:
+                self._set_meta(Meta(latest, meta.late))
+        return self.meta.watermark < self.next_due
+
     async def before(self, events: Sequence[Event]) -> None:
         """Count (and send on) the events that are late."""
         await self.load()
@@ -166,12 +185,7 @@ class Clock:
 
     async def after(self, events: Sequence[Event]) -> None:
         """Move the watermark; close and expire what it reached."""
-        if events:
-            latest = max(self.time_of(e) for e in events)
-            meta = self.meta
-            if latest > meta.watermark:
-                self._set_meta(Meta(latest, meta.late))
-        if self.meta.watermark >= self.next_due:
+        if not self.after_now(events):
             await self._close_due()
 
     def rolled_back(self) -> None:

@@ -16,6 +16,8 @@ from runnel.exceptions import TableError
 from runnel.interfaces import Serializer
 from runnel.record import Record
 
+IMMUTABLE = (int, float, str, bytes, bool, tuple, frozenset, type(None))
+
 
 def encode_key(key: Any) -> bytes:
     try:
@@ -54,6 +56,11 @@ class ValueCodec:
         except Exception as exc:  # the serializer (a plugin) or the value
             raise TableError(f"cannot encode the table value {value!r}: {exc}") from exc
         return self._compress(data) if self._compress is not None else data
+
+    def frozen(self, value: Any) -> bool:
+        """Whether a value cannot change once written, so that sealing it may leave the
+        encoding to the commit (and encode only the last of several changes)."""
+        return isinstance(value, IMMUTABLE)
 
     def decode(self, data: bytes) -> Any:
         if self._decompress is not None:

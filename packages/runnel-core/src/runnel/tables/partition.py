@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import TableError, WrongPartition
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import ValueCodec, encode_key
+from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -31,7 +31,7 @@ ABSENT: Any = object()
 """A key the store does not hold (reads give the table's default)."""
 UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
-_IMMUTABLE = (int, float, str, bytes, bool, tuple, frozenset, type(None))
+_IMMUTABLE = IMMUTABLE
 
 
 class RawKey(bytes):
@@ -89,7 +89,11 @@ class Clock(Protocol):
     """What a partition's state uses of a windowed table's clock
     (:class:`runnel.tables.clock.Clock`)."""
 
+    def before_now(self, events: list[Event]) -> bool: ...
+
     async def before(self, events: list[Event]) -> None: ...
+
+    def after_now(self, events: list[Event]) -> bool: ...
 
     async def after(self, events: list[Event]) -> None: ...
 
@@ -168,11 +172,10 @@ class TableView:
         """The changes as they are now: immutable values as they are (encoded only when
         sent, and only the last of several changes of a key), others encoded now, so that a
         value that cannot be encoded fails the event that made it."""
-        encode = self.table.codec.encode
+        codec = self.table.codec
+        encode, frozen = codec.encode, codec.frozen
         return {
-            key: value
-            if value is ABSENT or isinstance(value, _IMMUTABLE)
-            else Encoded(encode(value))
+            key: value if value is ABSENT or frozen(value) else Encoded(encode(value))
             for key, value in self.dirty.items()
         }
 
@@ -182,15 +185,15 @@ class TableView:
         """Add prepared changes to ``into`` (and deadlines to ``due``); they are no longer
         this iteration's."""
         into.update(prepared)
-        sealed = self.sealed
-        for key in prepared:
-            sealed[key] = seq
-        for key in self.deadline_undo:
-            due[key] = self.deadlines[key]
-            self.deadline_seq[key] = seq
+        self.sealed.update(dict.fromkeys(prepared, seq))
+        if self.deadline_undo:
+            deadlines = self.deadlines
+            for key in self.deadline_undo:
+                due[key] = deadlines[key]
+            self.deadline_seq.update(dict.fromkeys(self.deadline_undo, seq))
+            self.deadline_undo.clear()
         self.dirty.clear()
         self.undo.clear()
-        self.deadline_undo.clear()
 
     def encode(self, sealed: dict[Any, Any]) -> dict[bytes, bytes | None]:
         encode = self.table.codec.encode
@@ -272,8 +275,10 @@ class PartitionState:
         self.clocks: dict[str, Clock] = {}
         """The clocks of the windowed tables this processor writes, by table."""
         for table in self.tables:
-            if getattr(table, "kind", None) is not None and table.writes_here(processor):
-                self.clock(table)
+            if table.writes_here(processor):  # its keys are loaded with the events from the start
+                self.view(table)
+                if getattr(table, "kind", None) is not None:
+                    self.clock(table)
 
     def view(self, table: Table) -> TableView:
         found = self.views.get(table.name)
@@ -288,6 +293,18 @@ class PartitionState:
         if found is None:
             found = self.clocks[table.name] = table.clock(self, self.view(table))
         return found
+
+    def before_now(self, events: list[Event]) -> bool:
+        """:meth:`before` when no clock needs to wait (True), else False: call it."""
+        return all(clock.before_now(events) for clock in self.clocks.values())
+
+    def after_now(self, events: list[Event]) -> bool:
+        """:meth:`after` when no clock needs to wait (True), else False: call it."""
+        self.event = None
+        done = True
+        for clock in self.clocks.values():
+            done = clock.after_now(events) and done
+        return done
 
     async def before(self, events: list[Event]) -> None:
         """An iteration starts on ``events``: the clocks find the late ones."""
@@ -368,17 +385,14 @@ class PartitionState:
     def seal(self, into: Sealed, due: Sealed) -> int:
         """Add this iteration's changes to ``into`` (and deadlines to ``due``), what its
         acknowledgement will commit; the number of this seal."""
-        prepared = [
-            (view, view.prepare())
-            for view in self.views.values()
-            if view.dirty or view.deadline_undo
-        ]
+        views = [v for v in self.views.values() if v.dirty or v.deadline_undo]
+        prepared = [v.prepare() for v in views]  # all encoded before anything is sealed
         self.changed = False
-        self.seq += 1
-        for view, changes in prepared:
+        seq = self.seq = self.seq + 1
+        for view, changes in zip(views, prepared, strict=True):
             name = view.table.name
-            view.seal(self.seq, changes, into.setdefault(name, {}), due.setdefault(name, {}))
-        return self.seq
+            view.seal(seq, changes, into.setdefault(name, {}), due.setdefault(name, {}))
+        return seq
 
     def encode(self, sealed: Sealed) -> dict[str, dict[bytes, bytes | None]]:
         """Sealed changes as the store takes them."""

@@ -23,7 +23,7 @@ from runnel.exceptions import Misconfigured, TableError
 from runnel.record import Record
 from runnel.tables.base import _NOTHING, TableBase
 from runnel.tables.clock import META, Clock, Meta
-from runnel.tables.codec import ValueCodec, decode_key, encode_key
+from runnel.tables.codec import IMMUTABLE, ValueCodec, decode_key, encode_key
 from runnel.tables.partition import PartitionState
 from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
 from runnel.types import Event
@@ -73,6 +73,11 @@ class WindowsCodec(ValueCodec):
             return msgpack.packb([0, value.watermark, value.late])
         items = [[s, e, super(WindowsCodec, self).encode(v)] for s, e, v in value.items]
         return msgpack.packb([1, value.closed_upto, items])
+
+    def frozen(self, value: Any) -> bool:
+        if isinstance(value, Meta):
+            return True
+        return all(isinstance(v, IMMUTABLE) for _, _, v in value.items)
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)

@@ -197,6 +197,31 @@ class Tumbling(Hopping):
     def describe(self) -> dict[str, float]:
         return {"size": self.size}
 
+    # The same as a hopping window's with step == size, without the lists (the hot path).
+
+    def starts(self, t: float) -> list[float]:
+        return [math.floor(t / self.step) * self.step]
+
+    def latest_end(self, t: float) -> float:
+        return math.floor(t / self.step) * self.step + self.size
+
+    def apply(
+        self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
+    ) -> KeyWindows:
+        start = math.floor(t / self.step) * self.step
+        end = start + self.size
+        if not _open(kw, end, shut):
+            return kw
+        items = kw.items
+        for i, (s, _, v) in enumerate(items):
+            if s == start:
+                changed = (start, end, update(v))
+                return KeyWindows((*items[:i], changed, *items[i + 1 :]), kw.closed_upto)
+        added = (*items, (start, end, update(fresh(default))))
+        if items and items[-1][0] > start:
+            added = tuple(sorted(added, key=lambda item: item[0]))
+        return KeyWindows(added, kw.closed_upto)
+
 
 @dataclass(frozen=True)
 class Merging(Kind):
