@@ -3,6 +3,7 @@
 >>> import runnel_spark
 >>> runnel_spark.register(spark)
 >>> df = spark.read.format("runnel").option("stream", "shop.streams:orders").load()
+>>> counts = spark.read.format("runnel").option("table", "shop.streams:counts").load()
 
 See docs/spark.md. Names are imported on first use, so that loading the ``runnel`` plugin
 (which every ``runnel`` command does) does not import PySpark.
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from runnel_spark.checking import Checked, check_rows
     from runnel_spark.schema import record_schema, stream_schema
     from runnel_spark.source import RunnelDataSource
+    from runnel_spark.tables import table_schema
     from runnel_spark.writer import BadRow, WriteFailed
 
 _HOMES = {
@@ -29,6 +31,7 @@ _HOMES = {
     "record_schema": "schema",
     "stream_schema": "schema",
     "RunnelDataSource": "source",
+    "table_schema": "tables",
 }
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "record_schema",
     "register",
     "stream_schema",
+    "table_schema",
 ]
 
 

@@ -302,7 +302,7 @@ def _batch_builder(stream: Stream, schema: StructType) -> Builder:
     return cached
 
 
-def _arrow_schema(schema: StructType) -> Any:
+def arrow_schema(schema: StructType) -> Any:
     """The Arrow schema of ``schema``, timestamps in UTC (PySpark 4.1 made the zone explicit)."""
     # Untyped on purpose: PySpark 4.0's signature lacks ``timezone``.
     convert: Callable[..., Any] = to_arrow_schema
@@ -315,7 +315,7 @@ def _arrow_schema(schema: StructType) -> Any:
 def _new_builder(stream: Stream, schema: StructType) -> Builder:
     record = stream.record
     columns = {c.name: c for c in derive(record)}
-    arrow = _arrow_schema(schema)
+    arrow = arrow_schema(schema)
     plans: list[Plan] = []
     for name in schema.names:
         if name in columns:

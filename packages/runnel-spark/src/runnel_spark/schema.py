@@ -63,6 +63,8 @@ class Column:
     nullable: bool
     out: Convert = None
     into: Convert = None
+    json: bool = False
+    """Carried as JSON text: Spark has no type for the field."""
 
 
 def derive(record: type[BaseModel]) -> list[Column]:
@@ -176,10 +178,11 @@ def _column(node: rt.Node) -> Column:
 
 
 def _json() -> Column:
-    return Column("", StringType(), True, _to_json, _parse_json)
+    return Column("", StringType(), True, to_json, _parse_json, json=True)
 
 
-def _to_json(value: Any) -> str:
+def to_json(value: Any) -> str:
+    """A value as JSON text (how a column Spark has no type for carries it)."""
     return pydantic_core.to_json(value).decode()
 
 
