@@ -40,11 +40,16 @@ async def drain(
     return {**tally.result(), "exit_code": code}
 
 
-async def count(url: str, stream: str, group: str, batch: int) -> dict[str, Any]:
-    """Count per key in a table, per event (batch 1) or ``take(batch)``, until SIGTERM."""
+async def count(
+    url: str, stream: str, group: str, batch: int, window: float | None = None
+) -> dict[str, Any]:
+    """Count per key in a table, per event (batch 1) or ``take(batch)``, until SIGTERM;
+    with ``window``, per tumbling window of that many seconds (of the entries' time)."""
     app = _app(url, default_join_delay=0)
     pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
-    counts = app.table(f"counts-{group}", source=pings, default=0)
+    counts: Any = app.table(f"counts-{group}", source=pings, default=0)
+    if window:
+        counts = counts.tumbling(window, expires=3600)
     tally = Tally()
 
     @app.processor(pings, name=group)
@@ -61,6 +66,39 @@ async def count(url: str, stream: str, group: str, batch: int) -> dict[str, Any]
 
     code = await Worker(app).run()
     return {**tally.result(), "exit_code": code}
+
+
+async def takeover(url: str, stream: str, group: str) -> dict[str, Any]:
+    """Join as the next owner of a counting table's partitions (the previous owner has
+    stopped); report when partition 0 was assigned to us (its lock just taken) and when
+    its first event was processed, with the count read there (from the store)."""
+    app = _app(url, default_join_delay=0)
+    pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
+    counts = app.table(f"counts-{group}", source=pings, default=0)
+    times: dict[str, float] = {}
+    seen: list[int] = []
+
+    @app.processor(pings, name=group)
+    async def tally_counts(events):  # type: ignore[no-untyped-def]
+        async for record in events.records():
+            found = counts[record.key]
+            counts[record.key] = found + 1
+            if not seen:
+                times["first"] = now()
+                seen.append(found)
+                worker.stop()
+
+    def assigned(partition, inbox):  # type: ignore[no-untyped-def]
+        if partition.number == 0:
+            times.setdefault("assigned", now())
+        return new_consumer(partition, inbox)
+
+    worker = Worker(app)
+    runner = worker.executors[0].runner
+    new_consumer = runner.new_consumer
+    runner.new_consumer = assigned
+    code = await worker.run()
+    return {**times, "count_read": seen[0] if seen else None, "exit_code": code}
 
 
 async def send(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:

@@ -26,7 +26,8 @@ def emit(obj: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.worker_proc")
     parser.add_argument("side", choices=["runnel", "plain"])
-    parser.add_argument("action", choices=["drain", "count", "send", "latency", "produce"])
+    actions = ["drain", "count", "takeover", "send", "latency", "produce"]
+    parser.add_argument("action", choices=actions)
     parser.add_argument("--url", required=True)
     parser.add_argument("--stream", required=True)
     parser.add_argument("--group", default="g")
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--per-tick", type=int, default=25, help="events per send")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to produce")
     parser.add_argument("--warmup", type=int, default=0, help="first events not measured")
+    parser.add_argument("--window", type=float, help="runnel count: per tumbling window")
     parser.add_argument("--metrics-port", type=int, help="runnel drain: serve metrics here")
     a = parser.parse_args()
     side = runnel_side if a.side == "runnel" else plain_side
@@ -43,8 +45,12 @@ def main() -> None:
         job = runnel_side.drain(a.url, a.stream, a.group, a.batch, metrics_port=a.metrics_port)
     elif a.action == "drain":
         job = side.drain(a.url, a.stream, a.group, a.batch)
+    elif a.action == "count" and a.window:
+        job = runnel_side.count(a.url, a.stream, a.group, a.batch, window=a.window)
     elif a.action == "count":
         job = side.count(a.url, a.stream, a.group, a.batch)
+    elif a.action == "takeover":
+        job = runnel_side.takeover(a.url, a.stream, a.group)
     elif a.action == "send":
         job = side.send(a.url, a.stream, a.events, a.batch)
     elif a.action == "latency":
