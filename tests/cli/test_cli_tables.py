@@ -2,10 +2,11 @@
 process on a real redis-server, on the windowed table of docs/cli.md ("runnel table").
 
 The app, the sales and the console sessions are read from docs/cli.md itself, and every
-command shown there is run and must print exactly what is shown: the docs cannot drift
-from the code. Then what the docs only describe: `--json` of `list`, clearing all of a
-table, `processor reset` keeping or clearing tables (and what a worker does with the
-events it reads again), and a worker refusing a stream whose partition count changed.
+command shown there (and in docs/state.md, "Operating tables") is run and must print
+exactly what is shown: the docs cannot drift from the code. Then what the docs only
+describe: `--json` of `list`, clearing all of a table, `processor reset` keeping or
+clearing tables (and what a worker does with the events it reads again), and a worker
+refusing a stream whose partition count changed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import redis
 
 from tests.support.processes import RUNNEL, WorkerProcess, cli, env_with, wait_for
 
-DOCS = Path(__file__).parents[2] / "docs" / "cli.md"
+DOCS = Path(__file__).parents[2] / "docs"
 HANG = 60
 RESET = "reset tally on 4 partitions of sales to 0\n"
 KEPT = (
@@ -40,21 +41,23 @@ ASKED = (
 CLEARED = "cleared tables counts, per_minute\n"
 
 
-def section() -> str:
-    text = DOCS.read_text()
-    start = text.index("## runnel table\n")
+def section(page: str = "cli.md", heading: str = "## runnel table") -> str:
+    text = (DOCS / page).read_text()
+    start = text.index(heading + "\n")
     return text[start : text.index("\n## ", start + 1)]
 
 
-def blocks() -> list[tuple[str, str]]:
-    """The fenced blocks of the section: (language, body)."""
-    return re.findall(r"^```(\w*)\n(.*?)^```$", section(), re.M | re.S)
+def blocks(page: str = "cli.md", heading: str = "## runnel table") -> list[tuple[str, str]]:
+    """The fenced blocks of a section: (language, body)."""
+    return re.findall(r"^```(\w*)\n(.*?)^```$", section(page, heading), re.M | re.S)
 
 
-def sessions() -> list[list[tuple[list[str], str]]]:
+def sessions(
+    page: str = "cli.md", heading: str = "## runnel table"
+) -> list[list[tuple[list[str], str]]]:
     """Each console block: its `$ runnel ...` commands with the output shown after each."""
     found = []
-    for _, body in blocks():
+    for _, body in blocks(page, heading):
         if not body.startswith("$ "):
             continue
         steps: list[tuple[list[str], str]] = []
@@ -124,9 +127,11 @@ def play(shop: Shop, steps: list[tuple[list[str], str]]) -> None:
 
 def test_every_command_of_the_docs_prints_what_the_docs_show(shop: Shop) -> None:
     running, stopped = sessions()
+    [in_state_md] = sessions("state.md", "## Operating tables")
     with shop.worker() as worker:
         shop.send_sales()
         play(shop, running)
+        play(shop, in_state_md)
         assert shop.list() == {
             "app": "shop",
             "tables": [
@@ -156,7 +161,13 @@ def test_every_command_of_the_docs_prints_what_the_docs_show(shop: Shop) -> None
                 },
             ],
         }
-        # Refused while the worker runs: nothing was cleared.
+        # Refused while the worker runs, in one line, before asking: nothing was cleared.
+        refused = shop.run("table", "clear", "shop:per_minute", input="y\n")
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert (
+            refused.stderr
+            == "Error: workers of tally are running: stop them first (or give --force)\n"
+        )
         assert shop.get("per_minute", "ada") != []
         assert worker.stop() == 0, worker.output
     play(shop, stopped)

@@ -130,9 +130,6 @@ def clear(
             f"stream {found.source.name} has partitions 0 to {found.source.partition_count - 1}"
         )
     where = "all partitions" if partition is None else f"partition {partition}"
-    if not yes:
-        click.confirm(f"clear table {found.name} ({where})?", abort=True)
-
     app = found.app
     assert isinstance(app, App)
 
@@ -144,6 +141,8 @@ def clear(
                     f"workers of {', '.join(running)} are running: stop them first "
                     "(or give --force)"
                 )
+        if not yes:  # asked only once the clear would happen
+            click.confirm(f"clear table {found.name} ({where})?", abort=True)
         await found.clear(None if partition is None else [partition])
 
     run(clear_it(), found.app)
