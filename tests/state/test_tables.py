@@ -290,3 +290,32 @@ def test_declarations_are_checked(app_name: str) -> None:
         app.table("other", source="orders")  # type: ignore[arg-type]
     with pytest.raises(Misconfigured, match="Record subclass"):
         app.table("third", source=orders, record=dict)  # type: ignore[arg-type]
+
+
+async def test_clearing_all_of_a_table_reaches_the_partitions_it_was_built_with(
+    app_name: str, store_url: str
+) -> None:
+    """Cleared while its stream is declared with fewer partitions (as the refusal of a
+    changed partition count advises), the partitions past the new count go too: their
+    state would otherwise outlive the count that was forgotten."""
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    counts = app.table("counts", source=orders, default=0)
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+
+    async with run(app, store=store_url) as t:
+        await orders.send(*orders_of(90))
+        await t.processed()
+    sizes = await counts.sizes()
+    assert sizes[2] + sizes[3] > 0  # state past the count declared next
+
+    fewer = shop(app_name, store_url)
+    narrowed = fewer.stream("orders", record=Order, partition_by="customer", partition_count=2)
+    await fewer.table("counts", source=narrowed, default=0).clear()
+    assert sum((await counts.sizes()).values()) == 0
+    await fewer.aclose()
+    await app.aclose()

@@ -60,32 +60,14 @@ def reset(
     """
     load_plugins(plugins)
     proc = load(target, Processor)
-    declared = [t.name for t in proc.stream.tables]
-    if declared and tables is None:
-        names = ", ".join(declared)
-        if sys.stdin.isatty():
-            tables = (
-                "clear"
-                if click.confirm(
-                    f"tables {names} of stream {proc.stream.name} keep their state unless cleared: "
-                    "clear them too?",
-                    default=False,
-                )
-                else "keep"
-            )
-        else:
-            click.echo(
-                f"tables {names} of stream {proc.stream.name} keep their state: the events "
-                "read again are applied on top of it (--clear-tables clears them)",
-                err=True,
-            )
     if start not in ("0", "$") and not _is_stream_id(start):
         raise click.ClickException(
             f"--start {start!r} is not a stream id (0, $ or like 1526919030474-55)"
         )
+    declared = [t.name for t in proc.stream.tables]
     keys = [p.id for p in proc.stream.partitions]
 
-    async def reset_all() -> None:
+    async def reset_all() -> str | None:
         coordination = _coordination(proc)
         if not force:
             members = await coordination.members()
@@ -98,16 +80,39 @@ def reset(
                     f"workers of {proc.name} are running: {where}; stop them first "
                     "(or give --force)"
                 )
+        # Only a reset that will happen asks (or tells) what becomes of the tables.
+        chosen = _tables_choice(proc, declared, tables)
         await admin_of(proc.app.store).reset_group(keys, proc.name, start)
         await coordination.lift(None, CLI_ID)
-        if tables == "clear":
+        if chosen == "clear":
             for table in proc.stream.tables:
                 await table.clear()
+        return chosen
 
-    run(reset_all(), proc.app)
+    chosen = run(reset_all(), proc.app)
     click.echo(f"reset {proc.name} on {len(keys)} partitions of {proc.stream.name} to {start}")
-    if tables == "clear" and declared:
+    if chosen == "clear" and declared:
         click.echo(f"cleared tables {', '.join(declared)}")
+
+
+def _tables_choice(proc: Processor, declared: list[str], given: str | None) -> str | None:
+    """``clear`` or ``keep``: as given, else asked on a terminal, else kept (and said so)."""
+    if not declared or given is not None:
+        return given
+    names = ", ".join(declared)
+    if sys.stdin.isatty():
+        clear = click.confirm(
+            f"tables {names} of stream {proc.stream.name} keep their state unless cleared: "
+            "clear them too?",
+            default=False,
+        )
+        return "clear" if clear else "keep"
+    click.echo(
+        f"tables {names} of stream {proc.stream.name} keep their state: the events "
+        "read again are applied on top of it (--clear-tables clears them)",
+        err=True,
+    )
+    return "keep"
 
 
 @processor.command()

@@ -33,6 +33,12 @@ def _json(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
+def _number(value: float) -> str:
+    """A number in full (a watermark is seconds since the epoch: ``:g`` would print
+    ``1.764e+09``), without a ``.0`` when whole."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 @table.command("list")
 @click.argument("target", metavar="MODULE:APP")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
@@ -54,9 +60,9 @@ def list_tables(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
         click.echo(f"{found['name']:<20} {found['stream']:<20} {found['keys']:>10}  {per}")
         windows = found.get("windows")
         if windows:
-            shape = ", ".join(f"{k} {v:g}" for k, v in windows.items() if k != "kind")
+            shape = ", ".join(f"{k} {_number(v)}" for k, v in windows.items() if k != "kind")
             marks = " ".join(
-                "-" if p["watermark"] is None else f"{p['watermark']:g}"
+                "-" if p["watermark"] is None else _number(p["watermark"])
                 for p in found["partitions"]
             )
             click.echo(
@@ -124,9 +130,6 @@ def clear(
             f"stream {found.source.name} has partitions 0 to {found.source.partition_count - 1}"
         )
     where = "all partitions" if partition is None else f"partition {partition}"
-    if not yes:
-        click.confirm(f"clear table {found.name} ({where})?", abort=True)
-
     app = found.app
     assert isinstance(app, App)
 
@@ -138,6 +141,8 @@ def clear(
                     f"workers of {', '.join(running)} are running: stop them first "
                     "(or give --force)"
                 )
+        if not yes:  # asked only once the clear would happen
+            click.confirm(f"clear table {found.name} ({where})?", abort=True)
         await found.clear(None if partition is None else [partition])
 
     run(clear_it(), found.app)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from runnel.exceptions import TransportError
 from runnel.metrics import stats
@@ -202,6 +202,7 @@ class WorkerMetrics:
         self._sampled[ps.name] = set(owned)
         for number in before - set(owned):
             self._forget((self.app, ps.name, ps.stream, str(number)))
+            self._forget_tables(executor, number)
         if not owned:
             return
         partitions = executor.processor.stream.partitions
@@ -232,10 +233,10 @@ class WorkerMetrics:
                             self.defs.table_watermark.labels(*at).set(clock.watermark)
                     self.defs.table_keys.labels(*at).set(count)
 
-    def _forget(self, labels: tuple[str, ...]) -> None:
+    def _forget(self, labels: tuple[str, ...], gauges: Sequence[Gauge] | None = None) -> None:
         """A partition no longer ours: its owner reports it now. In multiprocess mode a
         series cannot be removed; 0 gives way to the owner's next (more recent) sample."""
-        for gauge in (self.defs.lag, self.defs.pending, self.defs.lost):
+        for gauge in gauges or (self.defs.lag, self.defs.pending, self.defs.lost):
             if self.multiprocess:
                 gauge.labels(*labels).set(0)
             else:
@@ -243,3 +244,15 @@ class WorkerMetrics:
                     gauge.remove(*labels)
                 except KeyError:
                     pass
+
+    def _forget_tables(self, executor: Executor, number: int) -> None:
+        """The tables' gauges of a partition given up, unless another processor of the
+        same stream in this worker still owns it (its samples carry the same labels)."""
+        stream = executor.processor.stream
+        for other in self.worker.executors:
+            if other is not executor and other.processor.stream is stream:
+                if number in other.runner.owned:
+                    return
+        gauges = (self.defs.table_keys, self.defs.table_watermark)
+        for table in stream.tables:
+            self._forget((self.app, table.name, str(number)), gauges)

@@ -201,10 +201,16 @@ class TableBase:
         """Delete the committed state of these partitions (all when None). Only while no
         worker writes the table: an owner's cache would commit its values again."""
         store = self._store()
-        numbers = range(self.source.partition_count) if partitions is None else partitions
-        await store.clear(self.name, [self.source.partition_id(n) for n in numbers])
-        if partitions is None:
-            await store.forget(self.name)
+        if partitions is not None:
+            await store.clear(self.name, [self.source.partition_id(n) for n in partitions])
+            return
+        # All of it: also the partitions past the stream's count when it was declared with
+        # fewer than the table was built with, else they would outlive the count forgotten.
+        built = (await store.partition_counts([self.name])).get(self.name, 0)
+        first = self.source.partition_id(0)
+        count = max(self.source.partition_count, built)
+        await store.clear(self.name, [first._replace(number=n) for n in range(count)])
+        await store.forget(self.name)
 
     async def sizes(self) -> dict[int, int]:
         """How many keys each partition holds (committed)."""

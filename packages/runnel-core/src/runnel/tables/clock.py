@@ -176,9 +176,7 @@ class Clock:
         self.late.update(e.xid for e in late)
         meta = self.meta
         self._set_meta(Meta(meta.watermark, meta.late + len(late)))
-        stats = self.state.stats
-        if stats is not None:
-            stats.table(self.table.name).late += len(late)
+        self.view.late += len(late)  # in the metrics once committed
         target = self.table.late_stream
         if target is not None:
             await self.state.send_records(target, [e.record for e in late])
@@ -237,7 +235,5 @@ class Clock:
             closed += [(key, window, value) for window, value in done]
             self.store(key, kept)
         if closed:
-            stats = self.state.stats
-            if stats is not None:
-                stats.table(table.name).closed += len(closed)
+            self.view.closed += len(closed)  # in the metrics once committed
             await table.emit(self.state, closed)

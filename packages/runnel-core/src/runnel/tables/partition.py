@@ -134,6 +134,13 @@ class TableView:
         self.epoch = 0
         """Counts commits that completed (a read of the store's deadlines that spans one
         may be older than what this owner dropped from :attr:`deadlines`)."""
+        # Late events and closed windows (windowed tables), counted for the metrics once
+        # committed: this iteration's, sealed ones by seal number, and committed ones.
+        self.late = 0
+        self.closed = 0
+        self.sealed_counts: list[tuple[int, int, int]] = []
+        self.committed_late = 0
+        self.committed_closed = 0
 
     def loaded(self, key: Any) -> bool:
         return key in self.values
@@ -192,6 +199,9 @@ class TableView:
                 due[key] = deadlines[key]
             self.deadline_seq.update(dict.fromkeys(self.deadline_undo, seq))
             self.deadline_undo.clear()
+        if self.late or self.closed:
+            self.sealed_counts.append((seq, self.late, self.closed))
+            self.late = self.closed = 0
         self.dirty.clear()
         self.undo.clear()
 
@@ -219,6 +229,7 @@ class TableView:
                 self.deadlines.pop(key, None)
             else:
                 self.deadlines[key] = before
+        self.late = self.closed = 0
         self.dirty.clear()
         self.undo.clear()
         self.deadline_undo.clear()
@@ -226,6 +237,10 @@ class TableView:
     def committed(self, seq: int) -> None:
         """Changes sealed up to ``seq`` are in the store: their keys may be evicted."""
         self.epoch += 1
+        while self.sealed_counts and self.sealed_counts[0][0] <= seq:
+            _, late, closed = self.sealed_counts.pop(0)
+            self.committed_late += late
+            self.committed_closed += closed
         if self.sealed:
             self.sealed = {k: s for k, s in self.sealed.items() if s > seq}
         if self.deadline_seq:
@@ -437,3 +452,5 @@ class PartitionState:
                 found = stats.table(name)
                 found.hits, view.hits = found.hits + view.hits, 0
                 found.misses, view.misses = found.misses + view.misses, 0
+                found.late, view.committed_late = found.late + view.committed_late, 0
+                found.closed, view.committed_closed = found.closed + view.committed_closed, 0
