@@ -319,3 +319,39 @@ async def test_clearing_all_of_a_table_reaches_the_partitions_it_was_built_with(
     assert sum((await counts.sizes()).values()) == 0
     await fewer.aclose()
     await app.aclose()
+
+
+async def test_a_small_cache_evicts_committed_values_and_counts_stay_exact(
+    app_name: str, store_url: str
+) -> None:
+    """``table_cache_size`` bounds the values a worker keeps per table, over all the
+    partitions it owns; evicted keys are read again from the store, so nothing is lost."""
+    from runnel.tables.base import current
+
+    app = shop(app_name, store_url, table_cache_size=8)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    counts = app.table("counts", source=orders, default=0)
+    budgets: list[Any] = []
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+            state = current.get()
+            assert state is not None
+            budgets.append(state.views["counts"].budget)
+
+    def cached() -> int:
+        return sum(len(v.values) for v in budgets[-1].views)
+
+    sent = [Order(customer=f"c{i % 60}", amount=i) for i in range(1200)]
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+        assert len({id(b) for b in budgets}) == 1  # one budget for every partition
+        assert len(budgets[-1].views) == 4
+        while cached() > 8:  # noqa: ASYNC110 (each partition trims at its next commit)
+            await asyncio.sleep(0.01)
+    expected = Counter(o.customer for o in sent)
+    assert dict([kv async for kv in counts.items()]) == dict(expected)
+    await app.aclose()

@@ -102,9 +102,9 @@ class Settings(_ProcessorDefaults):
     # runnel.processor.ProcessorOptions (see _ProcessorDefaults above).
 
     # Tables (docs/state.md).
-    table_cache_size: int = Field(10_000, gt=0)
-    """Values a worker keeps decoded per table and partition it owns; more are evicted,
-    least recently used first, once committed."""
+    table_cache_size: int = Field(100_000, gt=0)
+    """Values a worker keeps decoded per table (and processor), shared equally by the
+    partitions it owns; more are evicted, least recently used first, once committed."""
 
     # The job queue (docs/jobs.md).
     default_retries: int = Field(3, ge=0)

@@ -93,11 +93,17 @@ class Consumer:
         context.partition_id.set(self.partition.number)
         context.executor_id.set(self.processor.name)
         tables.current.set(self.acks.state)  # this task's table[key] means this partition
+        if self.acks.state is not None:
+            self.acks.state.attach()
         try:
             while not self.stopping:
                 await self._run_once()
         finally:
-            await self.acks.drain()
+            try:
+                await self.acks.drain()
+            finally:
+                if self.acks.state is not None:
+                    self.acks.state.detach()
 
     async def _run_once(self) -> None:
         """Run the processor function once, until it returns or raises."""

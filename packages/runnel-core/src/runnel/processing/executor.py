@@ -55,7 +55,7 @@ from runnel.runtime.retry import (
 from runnel.store.coordination import Member, Members
 from runnel.store.log import PartitionId
 from runnel.store.state import Commit
-from runnel.tables.partition import PartitionState
+from runnel.tables.partition import CacheBudget, PartitionState
 from runnel.tables.table import check_partition_counts
 from runnel.types import Partition
 
@@ -97,6 +97,7 @@ class Executor:
             processor.app.name, processor.stream.name, processor.name
         )
         self.group = processor.name
+        self.budgets: dict[str, CacheBudget] = {}  # table caches, shared by our partitions
         self.consumer_name = CONSUMER_NAME
         self.ttl_ms = int(processor.lock_expiry * 1000)
         self.stats: ProcessorStats = worker.stats.processor(processor)
@@ -157,7 +158,9 @@ class Executor:
         if store is None:
             raise Misconfigured(f"{type(self.store).__name__} keeps no tables")
         limit = self.processor.app.settings.table_cache_size
-        return PartitionState(partition, tables, store, self.processor.name, limit, self.stats)
+        return PartitionState(
+            partition, tables, store, self.processor.name, limit, self.stats, self.budgets
+        )
 
     async def _ack(self, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         """The ack sink of our partitions: applied only where we hold the lock."""

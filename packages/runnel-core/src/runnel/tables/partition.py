@@ -114,13 +114,27 @@ class Sink(Protocol):
     def entries(self, records: Any) -> Any: ...
 
 
+class CacheBudget:
+    """The values of one table a processor keeps decoded in a worker, across the
+    partitions it owns there: memory stays bounded whatever the number of keys or of
+    partitions. Each partition's view keeps at most an equal share."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.views: set[TableView] = set()
+
+    def share(self) -> int:
+        return max(1, self.limit // max(1, len(self.views)))
+
+
 class TableView:
     """One table on one partition: its cache and its changes."""
 
-    def __init__(self, table: Table, partition: Partition, limit: int) -> None:
+    def __init__(self, table: Table, partition: Partition, budget: CacheBudget) -> None:
         self.table = table
         self.partition = partition
-        self.limit = limit
+        self.budget = budget
+        budget.views.add(self)
         self.values: OrderedDict[Any, Any] = OrderedDict()
         self.dirty: dict[Any, Any] = {}
         self.undo: dict[Any, Any] = {}
@@ -249,7 +263,7 @@ class TableView:
                 del self.deadline_seq[key]
                 if key not in self.deadline_undo:
                     self.deadlines.pop(key, None)
-        excess = len(self.values) - self.limit
+        excess = len(self.values) - self.budget.share()
         if excess <= 0:
             return
         for key in list(self.values):
@@ -272,6 +286,7 @@ class PartitionState:
         processor: str,
         limit: int,
         stats: ProcessorStats | None = None,
+        budgets: dict[str, CacheBudget] | None = None,
     ) -> None:
         self.stats = stats
         self.partition = partition
@@ -279,6 +294,8 @@ class PartitionState:
         self.store = store
         self.processor = processor
         self.limit = limit
+        self.budgets = {} if budgets is None else budgets
+        """Per table, shared by the partitions of this processor in this worker."""
         self.views: dict[str, TableView] = {}
         self.outputs: list[Output] = []
         """What the iteration in progress sent (:meth:`runnel.Events.send`)."""
@@ -299,8 +316,22 @@ class PartitionState:
         found = self.views.get(table.name)
         if found is None:
             table.claim(self.processor)
-            found = self.views[table.name] = TableView(table, self.partition, self.limit)
+            budget = self.budgets.get(table.name)
+            if budget is None:
+                budget = self.budgets[table.name] = CacheBudget(self.limit)
+            found = self.views[table.name] = TableView(table, self.partition, budget)
         return found
+
+    def attach(self) -> None:
+        """The partition is processed here (again): its views count against the budgets."""
+        for view in self.views.values():
+            view.budget.views.add(view)
+
+    def detach(self) -> None:
+        """The partition is no longer processed here: its views leave the budgets (the
+        cache goes with this object when the partition moves)."""
+        for view in self.views.values():
+            view.budget.views.discard(view)
 
     def clock(self, table: Any) -> Clock:
         """A windowed table's clock here (made, and the table claimed, on first use)."""
