@@ -35,8 +35,7 @@ from runnel.exceptions import DecodeError, Misconfigured
 from runnel.imports import import_object
 from runnel.store.log import PartitionId
 from runnel.store.resolve import backend_for
-from runnel.tables import TableBase, WindowedTable
-from runnel.tables.clock import META
+from runnel.tables import META, TableBase, WindowedTable
 from runnel_spark.reader import arrow_schema
 from runnel_spark.schema import PARTITION, derive, to_json
 from runnel_spark.target import positive
