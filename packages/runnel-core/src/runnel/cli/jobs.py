@@ -79,7 +79,10 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
         if p.last is None:
             click.echo("    last tick  none yet")
         else:
-            click.echo(f"    last tick  {iso(p.last)}  job {p.job}: {p.status}")
+            status = p.status
+            if status == "UNKNOWN":  # say why: the tick was not run, or long ago
+                status += " (not enqueued, or its record expired)"
+            click.echo(f"    last tick  {iso(p.last)}  job {p.job}: {status}")
         if p.next is not None:
             click.echo(f"    next tick  {iso(p.next)}  ({_ago(p.next, now)})")
 

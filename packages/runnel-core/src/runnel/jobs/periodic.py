@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from croniter import CroniterError, croniter
 
@@ -33,7 +33,6 @@ from runnel.settings import zone_of
 
 if TYPE_CHECKING:
     from runnel.jobs.clock import Clock
-    from runnel.jobs.function import JobFunction
     from runnel.jobs.model import NewJob
     from runnel.store.jobs import JobStore
 
@@ -47,6 +46,18 @@ SETTLE_TRIES = 5
 tick, and the next call starts from what it moved it to."""
 MIN_WAIT = 0.005
 """Shortest sleep of the scheduler loop (a timer may fire a little before a tick)."""
+
+
+class Scheduled(Protocol):
+    """What the scheduler uses of a job function (a :class:`runnel.jobs.JobFunction`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def periodic(self) -> Cron | None: ...
+
+    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NewJob: ...
 
 
 @dataclass(frozen=True)
@@ -151,7 +162,7 @@ class CronScheduler:
 
     def __init__(
         self,
-        jobs: Iterable[JobFunction[Any, Any]],
+        jobs: Iterable[Scheduled],
         store: JobStore,
         clock: Clock,
         *,
@@ -213,7 +224,7 @@ class CronScheduler:
         until = min(ticks) - now if ticks else self.interval
         return max(MIN_WAIT, min(self.interval, until))
 
-    async def _settle(self, job: JobFunction[Any, Any], now: float) -> None:
+    async def _settle(self, job: Scheduled, now: float) -> None:
         cron = job.periodic
         assert cron is not None
         due = cron.latest(now)
@@ -230,7 +241,7 @@ class CronScheduler:
                 return
 
     def _report(
-        self, job: JobFunction[Any, Any], last: float | None, due: float, plan: Settlement
+        self, job: Scheduled, last: float | None, due: float, plan: Settlement
     ) -> None:
         cron = job.periodic
         assert cron is not None
@@ -260,7 +271,7 @@ class CronScheduler:
         )
 
 
-def _tick_job(job: JobFunction[Any, Any], tick: float, now: float) -> NewJob:
+def _tick_job(job: Scheduled, tick: float, now: float) -> NewJob:
     """The job of one tick: no arguments, the tick's own id, created now."""
     new = job.prepare((), {})
     return dataclasses.replace(new, id=tick_id(job.name, tick), created=now)
