@@ -240,9 +240,7 @@ class CronScheduler:
                 self._report(job, last, due, plan)
                 return
 
-    def _report(
-        self, job: Scheduled, last: float | None, due: float, plan: Settlement
-    ) -> None:
+    def _report(self, job: Scheduled, last: float | None, due: float, plan: Settlement) -> None:
         cron = job.periodic
         assert cron is not None
         for _, how in plan.runs:
