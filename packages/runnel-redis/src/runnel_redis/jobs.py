@@ -148,7 +148,9 @@ class RedisJobStore(JobStore):
     async def settle_ticks(
         self, name: str, last: float | None, tick: float, jobs: Sequence[NewJob]
     ) -> tuple[bool, float | None]:
-        args: list[Any] = [self.prefix, name, b"" if last is None else _ms(last), _ms(tick)]
+        # Rounded, not truncated: the compare-and-set needs the very value stored.
+        ms: list[Any] = [b"" if last is None else round(last * 1000), round(tick * 1000)]
+        args: list[Any] = [self.prefix, name, *ms]
         if jobs:
             first = jobs[0]
             assert all(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
@@ -177,6 +178,10 @@ class CronScheduler:
         self.grace = grace
         self.interval = interval
         self._last: dict[str, float | None] = {}
+        """Each job's last settled tick, as this worker last learnt it."""
+        self._next: dict[str, float] = {}
+        """Each job's first tick after its last check: nothing to do before (croniter
+        takes about a millisecond a call, too much for every wake of every job)."""
         self._read = False
 
     def __repr__(self) -> str:
@@ -218,27 +223,31 @@ class CronScheduler:
 
     def _wait(self) -> float:
         """Until the next tick of any job, at most the schedule interval (a clock moved by
-        hand, or set back, is looked at again soon)."""
-        now = self.clock.now()
-        ticks = [t for j in self.jobs if j.periodic and (t := j.periodic.after(now)) is not None]
-        until = min(ticks) - now if ticks else self.interval
+        hand is looked at again soon)."""
+        until = min(self._next.values(), default=math.inf) - self.clock.now()
         return max(MIN_WAIT, min(self.interval, until))
 
     async def _settle(self, job: Scheduled, now: float) -> None:
         cron = job.periodic
         assert cron is not None
+        if now < self._next.get(job.name, -math.inf):
+            return
         due = cron.latest(now)
         for _ in range(SETTLE_TRIES):
             last = self._last.get(job.name)
             if due is None or (last is not None and due <= last):
-                return
+                break
             plan = settle(cron, last, due, now, self.grace)
             new = [_tick_job(job, tick, now) for tick, _ in plan.runs]
             done, stored = await self.store.settle_ticks(job.name, last, due, new)
             self._last[job.name] = stored
             if done:
                 self._report(job, last, due, plan)
-                return
+                break
+        else:
+            return  # every try refused: other workers are busy settling; look again soon
+        after = cron.after(now)
+        self._next[job.name] = math.inf if after is None else after
 
     def _report(self, job: Scheduled, last: float | None, due: float, plan: Settlement) -> None:
         cron = job.periodic

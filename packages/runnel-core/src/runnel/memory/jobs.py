@@ -300,9 +300,9 @@ class MemoryJobStore(JobStore):
         s = self.state
         with s.lock:
             stored = s.ticks.get(name)
-            if stored != (None if last is None else _ms(last)):
+            if stored != (None if last is None else round(last * 1000)):
                 return False, _seconds(stored)
-            s.ticks[name] = _ms(tick)
+            s.ticks[name] = round(tick * 1000)
             for new in jobs:
                 s.add(new)
         return True, tick
