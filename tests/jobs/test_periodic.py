@@ -21,6 +21,7 @@ from runnel.exceptions import Misconfigured
 from runnel.jobs import ManualClock, current_job
 from runnel.jobs.periodic import Cron, settle, tick_id
 from runnel.testing import TestRun, run
+from tests.support.metrics_scrape import Samples, free_port, scrape
 
 T0 = 1_700_000_040.0
 """2023-11-14T22:14:00Z: a whole minute."""
@@ -191,6 +192,51 @@ async def test_a_periodic_job_can_still_be_enqueued_by_hand(app_name: str, store
         result = await app.jobs["minutely"].delay(job_id="by-hand")
         await result.get(timeout=t.wait)
         assert runs == ["by-hand"]
+
+
+async def test_ticks_are_counted_in_the_metrics(app_name: str, store_url: str) -> None:
+    """``runnel_jobs_ticks_total``: a tick on time, then a gap of missed ticks (the clock
+    jumps past the grace) that one job runs once and the other skips."""
+    port = free_port()
+    app = App(name=app_name, job_heartbeat_timeout=1, default_grace_period=1, job_cron_grace=10)
+
+    @app.job(cron="* * * * *")
+    async def once() -> None: ...
+
+    @app.job(cron="* * * * *", missed="skip")
+    async def skipper() -> None: ...
+
+    clock = ManualClock(T0)
+    metrics = {"metrics_port": port, "metrics_host": "127.0.0.1"}
+    async with run(app, store=store_url, clock=clock, settings=metrics) as t:
+        await settled(t, "once", T0)
+        await settled(t, "skipper", T0)
+        clock.advance(60)
+        await settled(t, "once", T0 + 60)
+        await settled(t, "skipper", T0 + 60)
+        clock.advance(5 * 60 + 30)
+        await settled(t, "once", T0 + 6 * 60)
+        await settled(t, "skipper", T0 + 6 * 60)
+        want = {
+            ("once", "on_time"): 1,
+            ("once", "caught_up"): 1,
+            ("skipper", "on_time"): 1,
+            ("skipper", "skipped"): 1,
+        }
+
+        def counted(samples: Samples) -> bool:
+            got = {
+                (labels["job"], labels["how"]): value
+                for name, labels, value in samples
+                if name == "runnel_jobs_ticks_total" and labels.get("app") == app_name
+            }
+            return got == want
+
+        async with asyncio.timeout(t.wait):
+            while True:
+                if counted(await asyncio.to_thread(scrape, port)):
+                    break
+                await asyncio.sleep(0.2)
 
 
 # The decision, on its own.
