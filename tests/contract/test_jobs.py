@@ -221,3 +221,40 @@ async def test_an_executor_that_stops_beating_is_presumed_dead(store: JobStore) 
     assert await store.finish("e1", [retry], TTL, only_if_dead=True) == []
     assert await store.status("a") == JobStatus.RETRY
     assert await store.forget("e1")
+
+
+def tick_job(job_id: str) -> NewJob:
+    return NewJob(job_id, "beat", b'{"args":[]}', "json", 0, True, T0 + 1)
+
+
+async def test_settling_a_tick_is_a_compare_and_set(store: JobStore) -> None:
+    """A periodic job's last tick moves only from the value the caller read, together with
+    the jobs of the ticks that run; a refused call changes nothing."""
+    await store.prepare()
+    assert await store.last_ticks(["beat", "other"]) == {"beat": None, "other": None}
+    assert await store.settle_ticks("beat", None, T0, []) == (True, T0)
+    assert await store.settle_ticks("beat", None, T0, []) == (False, T0)
+    # Read long ago: refused, nothing enqueued.
+    assert await store.settle_ticks("beat", T0 - 60, T0 + 60, [tick_job("x")]) == (False, T0)
+    assert await store.status("x") == JobStatus.UNKNOWN
+    # Two ticks' jobs in one step; an id that exists is left alone.
+    await store.enqueue([new("beat@2")])
+    jobs = [tick_job("beat@1"), tick_job("beat@2")]
+    assert await store.settle_ticks("beat", T0, T0 + 120, jobs) == (True, T0 + 120)
+    assert await store.last_ticks(["beat", "other"]) == {"beat": T0 + 120, "other": None}
+    taken = await store.take("e1", 5, 0, ManualClock(T0 + 2))
+    assert [(d.id, d.name, d.payload) for d in taken] == [
+        ("beat@2", "add", b'{"args":[1]}'),
+        ("beat@1", "beat", b'{"args":[]}'),
+    ]
+    record = await store.job("beat@1")
+    assert record is not None
+    assert (record.created, record.retries, record.results) == (T0 + 1, 0, True)
+
+
+async def test_workers_racing_for_a_tick_enqueue_it_once(store: JobStore) -> None:
+    await store.prepare()
+    calls = [store.settle_ticks("beat", None, T0, [tick_job("beat@0")]) for _ in range(8)]
+    outcomes = await asyncio.gather(*calls)
+    assert sorted(outcomes) == [(False, T0)] * 7 + [(True, T0)]
+    assert [d.id for d in await store.take("e1", 10, 0, ManualClock(T0))] == ["beat@0"]

@@ -21,6 +21,8 @@ from runnel.interfaces import Middleware, Serializer
 from runnel.jobs.batching import EnqueueBatches
 from runnel.jobs.clock import Clock, SystemClock
 from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
+from runnel.jobs.model import InvalidArguments
+from runnel.jobs.periodic import Cron
 from runnel.jobs.portal import Portal
 from runnel.jobs.result import JobResult
 from runnel.plugins.manager import load_plugin
@@ -77,6 +79,18 @@ def _stream_serializer(record: type[Record], given: Any, default: Any) -> Serial
     if record.is_primitive() and given is None:
         return None
     return resolve_serializer(given if given is not None else default)
+
+
+def _schedule(job: str, cron: Any, timezone: Any, missed: Any) -> Cron | None:
+    """A periodic job's schedule from ``@app.job``'s options, checked (Misconfigured)."""
+    if cron is None:
+        if timezone is not None or missed is not None:
+            raise Misconfigured(f"job {job!r}: timezone= and missed= need cron=")
+        return None
+    try:
+        return Cron.declare(cron, timezone, missed)
+    except ValueError as exc:
+        raise Misconfigured(f"job {job!r}: {exc}") from None
 
 
 def _check_name(what: str, name: Any) -> None:
@@ -356,6 +370,9 @@ class App:
         timeout: float | None = None,
         name: str | None = None,
         serializer: str = "json",
+        cron: str | None = None,
+        timezone: str | tzinfo | None = None,
+        missed: str | None = None,
     ) -> _JobDecorator: ...
 
     def job(
@@ -367,6 +384,9 @@ class App:
         timeout: float | None = None,
         name: str | None = None,
         serializer: str = "json",
+        cron: str | None = None,
+        timezone: str | tzinfo | None = None,
+        missed: str | None = None,
     ) -> Any:
         """Declare a job: a function workers run when it is enqueued (``f.delay(...)``).
 
@@ -374,6 +394,9 @@ class App:
         thread. A failure is retried ``retries`` times (``default_retries``) with
         exponential backoff, then the job is DEAD. ``timeout`` (seconds) fails a try that
         runs longer. ``serializer`` names how arguments and results are encoded.
+        ``cron`` also enqueues it, without arguments, once per tick of that schedule in
+        ``timezone`` (a zone name; None: UTC); ``missed`` says what becomes of ticks no
+        worker was up for: ``"run_once"`` (the default) or ``"skip"`` (docs/jobs.md).
         """
         if retries is not None and (not isinstance(retries, int) or retries < 0):
             raise Misconfigured(f"job retries must be an integer >= 0, not {retries!r}")
@@ -388,6 +411,7 @@ class App:
                 )
             if job_name in self.jobs:
                 raise Misconfigured(f"a job named {job_name!r} is already declared")
+            schedule = _schedule(job_name, cron, timezone, missed)
             try:
                 job = make_job(
                     self,
@@ -399,6 +423,15 @@ class App:
                 )
             except (TypeError, ValueError) as exc:  # a signature or serializer that cannot work
                 raise Misconfigured(f"job {job_name!r}: {exc}") from None
+            if schedule is not None:
+                try:
+                    job.signature.check((), {})
+                except InvalidArguments:
+                    raise Misconfigured(
+                        f"job {job_name!r}: a periodic job is called without arguments, so "
+                        "each parameter needs a default"
+                    ) from None
+                job.periodic = schedule
             self.jobs[job_name] = job
             return job
 

@@ -115,6 +115,8 @@ class Settings(_ProcessorDefaults):
     job_backoff_cap: float = Field(600, gt=0, description="seconds")
     job_heartbeat_timeout: float = Field(30, gt=0, description="seconds")
     job_schedule_interval: float = Field(0.25, gt=0, description="seconds")
+    job_cron_grace: float = Field(60, gt=0, description="seconds")
+    """How late a periodic job's tick may be enqueued and still count as on time."""
 
     @field_validator("log_level")
     @classmethod

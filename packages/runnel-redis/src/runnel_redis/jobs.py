@@ -9,6 +9,7 @@
 ``__jobs:{app}.results``     sorted set: job id by result expiry (to count results)
 ``__jobs:{app}.executors``   hash: executor id -> its description (JSON)
 ``__jobs:{app}.beat.{executor}`` its heartbeat, expiring (JSON description)
+``__jobs:{app}.ticks``       hash: periodic job name -> its last settled tick (ms)
 
 Whenever several keys change together, a Lua script (``lua/job_*.lua``) does it.
 """
@@ -71,6 +72,7 @@ class RedisJobStore(JobStore):
         self.dead = layout.job_dead(app)
         self.results_index = layout.job_results_index(app)
         self.registry = layout.job_executors(app)
+        self.ticks = layout.job_ticks(app)
         self.group = keys.JOB_GROUP
         self._prefix_arg = resp.arguments((self.prefix,))
         self._queue_keys = [self.queue, self.schedule]
@@ -87,6 +89,7 @@ class RedisJobStore(JobStore):
         self._forget = script(scripts.JOB_FORGET)
         self._replay = script(scripts.JOB_REPLAY)
         self._purge = script(scripts.JOB_PURGE)
+        self._settle = script(scripts.JOB_SETTLE)
 
     def __repr__(self) -> str:
         return f"<RedisJobStore {self.app}>"
@@ -133,6 +136,35 @@ class RedisJobStore(JobStore):
                 raise reply
         check_replicated(int(acknowledged), self.wait_replicas, self.wait_timeout_ms)
         return added
+
+    # Periodic jobs.
+
+    async def last_ticks(self, names: Sequence[str]) -> dict[str, float | None]:
+        if not names:
+            return {}
+        stored = await self.redis.hmget(self.ticks, list(names))
+        return {n: _seconds(v) for n, v in zip(names, stored, strict=True)}
+
+    async def settle_ticks(
+        self, name: str, last: float | None, tick: float, jobs: Sequence[NewJob]
+    ) -> tuple[bool, float | None]:
+        # Rounded, not truncated: the compare-and-set needs the very value stored.
+        ms: list[Any] = [b"" if last is None else round(last * 1000), round(tick * 1000)]
+        args: list[Any] = [self.prefix, name, *ms]
+        if jobs:
+            first = jobs[0]
+            assert all(
+                (j.name, j.codec, j.retries, j.results, j.due)
+                == (name, first.codec, first.retries, first.results, None)
+                for j in jobs
+            ), "one periodic job's ticks, due now"
+            args += (first.codec, first.retries, 1 if first.results else 0)
+            for job in jobs:
+                args += (job.id, job.payload, _ms(job.created))
+        else:
+            args += (b"", 0, 0)
+        done, stored = await self._settle(keys=[self.ticks, self.queue], args=args)
+        return bool(int(done)), _seconds(stored)
 
     # Running jobs.
 

@@ -110,6 +110,10 @@ class KeyLayout(ABC):
     def job_executors(self, app: str) -> str:
         return self.jobs_prefix(app) + "executors"
 
+    def job_ticks(self, app: str) -> str:
+        """Periodic jobs' last settled ticks (one layout for both: built from the prefix)."""
+        return self.jobs_prefix(app) + "ticks"
+
     def job(self, app: str, job_id: str) -> str:
         return self.jobs_prefix(app) + "job." + job_id
 

@@ -3,12 +3,14 @@ executors, and everything kept of one job."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from runnel.admin.declarations import Declarations
 from runnel.jobs import codec
 from runnel.jobs.model import ExecutorState, JobRecord, QueueCounts
+from runnel.jobs.periodic import Cron, tick_id
 
 
 def iso(seconds: float | None) -> str | None:
@@ -27,10 +29,57 @@ async def queue_state(app: Declarations) -> tuple[QueueCounts, list[ExecutorStat
     return await store.counts(app.clock.now()), await store.executors()
 
 
+@dataclass(frozen=True)
+class PeriodicState:
+    """A periodic job: its schedule, its last settled tick with the status of that tick's
+    job (UNKNOWN once its record expired, or if the tick was skipped), and its next tick."""
+
+    name: str
+    cron: Cron
+    last: float | None
+    job: str | None
+    status: str | None
+    next: float | None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cron": self.cron.spec,
+            "timezone": self.cron.zone_name,
+            "missed": self.cron.missed,
+            "last_tick": iso(self.last),
+            "last_job": self.job,
+            "last_status": self.status,
+            "next_tick": iso(self.next),
+        }
+
+
+async def periodic_state(app: Declarations) -> list[PeriodicState]:
+    """Each periodic job's state now, by name."""
+    periodic = {n: j.periodic for n, j in sorted(app.jobs.items()) if j.periodic is not None}
+    if not periodic:
+        return []
+    store = app.job_store
+    last = await store.last_ticks(list(periodic))
+    now = app.clock.now()
+    out = []
+    for name, cron in periodic.items():
+        tick = last.get(name)
+        job_id = None if tick is None else tick_id(name, tick)
+        status = None if job_id is None else str(await store.status(job_id))
+        nxt = cron.after(now if tick is None else max(now, tick))
+        out.append(PeriodicState(name, cron, tick, job_id, status, nxt))
+    return out
+
+
 def info_report(
-    app: Declarations, counts: QueueCounts, executors: list[ExecutorState]
+    app: Declarations,
+    counts: QueueCounts,
+    executors: list[ExecutorState],
+    periodic: list[PeriodicState] | None = None,
 ) -> dict[str, Any]:
-    """What ``runnel jobs info --json`` prints, of a state read by :func:`queue_state`."""
+    """What ``runnel jobs info --json`` prints, of a state read by :func:`queue_state` (and
+    :func:`periodic_state`)."""
     return {
         "app": app.name,
         "jobs": sorted(app.jobs),
@@ -41,12 +90,13 @@ def info_report(
         "dead": counts.dead,
         "results": counts.results,
         "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
+        "periodic": [p.report() for p in periodic or []],
     }
 
 
 async def jobs_report(app: Declarations) -> dict[str, Any]:
     """What ``runnel jobs info --json`` prints, read now."""
-    return info_report(app, *await queue_state(app))
+    return info_report(app, *await queue_state(app), await periodic_state(app))
 
 
 def describe_job(record: JobRecord) -> dict[str, Any]:

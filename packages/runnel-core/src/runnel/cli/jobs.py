@@ -12,7 +12,7 @@ import orjson
 
 from runnel.admin.dead_letters import NotFound, dead_job_rows, select_dead_jobs
 from runnel.admin.declarations import Declarations
-from runnel.admin.jobs import describe_job, info_report, iso, queue_state
+from runnel.admin.jobs import describe_job, info_report, iso, periodic_state, queue_state
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run, yes_option
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
@@ -35,12 +35,16 @@ def jobs() -> None:
 @plugin_option
 def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """How many jobs are queued, executing, scheduled and dead; results kept; the job
-    executors (alive or not) and what each runs."""
+    executors (alive or not) and what each runs; the periodic jobs' last and next ticks."""
     load_plugins(plugins)
     app = load(target, App)
-    counts, executors = run(queue_state(app), app)
+
+    async def read() -> tuple[Any, Any, Any]:
+        return *await queue_state(app), await periodic_state(app)
+
+    counts, executors, periodic = run(read(), app)
     now = app.clock.now()
-    report = info_report(app, counts, executors)
+    report = info_report(app, counts, executors, periodic)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -66,6 +70,21 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             f"running {i.get('running', '?')}/{i.get('concurrency', '?')}  "
             f"succeeded {i.get('done', '?')}  failed tries {i.get('failed', '?')}"
         )
+    if periodic:
+        click.echo("periodic jobs:")
+    for p in periodic:
+        click.echo(
+            f"  {p.name}  cron {p.cron.spec!r} in {p.cron.zone_name}, missed: {p.cron.missed}"
+        )
+        if p.last is None:
+            click.echo("    last tick  none yet")
+        else:
+            status = p.status
+            if status == "UNKNOWN":  # say why: the tick was not run, or long ago
+                status += " (not enqueued, or its record expired)"
+            click.echo(f"    last tick  {iso(p.last)}  job {p.job}: {status}")
+        if p.next is not None:
+            click.echo(f"    next tick  {iso(p.next)}  ({_ago(p.next, now)})")
 
 
 # runnel jobs show

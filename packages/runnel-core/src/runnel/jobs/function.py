@@ -17,6 +17,7 @@ from runnel.jobs.signature import Signature
 from runnel.metrics import stats
 
 if TYPE_CHECKING:
+    from runnel.jobs.periodic import Cron
     from runnel.services import Services
 
 P = ParamSpec("P")
@@ -52,6 +53,8 @@ class JobFunction(Generic[P, R]):
         self.serializer = codec.serializer_named(serializer)
         self.signature = Signature(func, name)
         self.is_async = inspect.iscoroutinefunction(func)
+        self.periodic: Cron | None = None
+        """The schedule of a periodic job (``@app.job(cron=...)``), else None."""
         functools.update_wrapper(cast(Any, self), func)
 
     def __repr__(self) -> str:

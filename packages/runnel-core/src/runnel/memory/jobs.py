@@ -125,6 +125,8 @@ class JobQueueState:
     registry: dict[str, dict[str, object]] = field(default_factory=dict)
     beats: dict[str, tuple[dict[str, object], float]] = field(default_factory=dict)
     """Executor -> (its description, monotonic time its heartbeat expires)."""
+    ticks: dict[str, int] = field(default_factory=dict)
+    """Periodic job name -> its last settled tick (ms)."""
     takers: list[_Waiter] = field(default_factory=list, repr=False)
     result_waiters: dict[str, list[_Waiter]] = field(default_factory=dict, repr=False)
     _tickets: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
@@ -154,6 +156,26 @@ class JobQueueState:
             del self.beats[executor]
             return False
         return beat is not None
+
+    def add(self, new: NewJob) -> bool:
+        """Store a new job, on the queue or the schedule; False if its id exists."""
+        if self.record(new.id) is not None:
+            return False
+        job = _Job(
+            name=new.name,
+            payload=new.payload,
+            codec=new.codec,
+            retries=new.retries,
+            results=new.results,
+            created=_ms(new.created),
+        )
+        self.jobs[new.id] = job
+        if new.due is None:
+            self.push(new.id)
+        else:
+            job.due = _ms(new.due)
+            self.schedule[new.id] = job.due
+        return True
 
     def push(self, job_id: str) -> None:
         """Onto the queue's tail, waking every blocked taker."""
@@ -265,29 +287,25 @@ class MemoryJobStore(JobStore):
     # Enqueuing.
 
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
+        with self.state.lock:
+            return [self.state.add(new) for new in jobs]
+
+    async def last_ticks(self, names: Sequence[str]) -> dict[str, float | None]:
+        with self.state.lock:
+            return {n: _seconds(self.state.ticks.get(n)) for n in names}
+
+    async def settle_ticks(
+        self, name: str, last: float | None, tick: float, jobs: Sequence[NewJob]
+    ) -> tuple[bool, float | None]:
         s = self.state
-        out: list[bool] = []
         with s.lock:
+            stored = s.ticks.get(name)
+            if stored != (None if last is None else round(last * 1000)):
+                return False, _seconds(stored)
+            s.ticks[name] = round(tick * 1000)
             for new in jobs:
-                if s.record(new.id) is not None:
-                    out.append(False)
-                    continue
-                job = _Job(
-                    name=new.name,
-                    payload=new.payload,
-                    codec=new.codec,
-                    retries=new.retries,
-                    results=new.results,
-                    created=_ms(new.created),
-                )
-                s.jobs[new.id] = job
-                if new.due is None:
-                    s.push(new.id)
-                else:
-                    job.due = _ms(new.due)
-                    s.schedule[new.id] = job.due
-                out.append(True)
-        return out
+                s.add(new)
+        return True, tick
 
     # Running jobs.
 

@@ -145,6 +145,13 @@ class Definitions:
             JOB,
             registry=r,
         )
+        self.ticks = Counter(
+            "runnel_jobs_ticks_total",
+            "Ticks of periodic jobs this worker settled: on_time and caught_up enqueued a job,"
+            " skipped did not.",
+            (*JOB, "how"),
+            registry=r,
+        )
         self.started = Counter("runnel_jobs_started_total", "Job tries started.", JOB, registry=r)
         self.succeeded = Counter(
             "runnel_jobs_succeeded_total", "Job tries that succeeded.", JOB, registry=r

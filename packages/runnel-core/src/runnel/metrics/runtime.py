@@ -144,6 +144,9 @@ class WorkerMetrics:
         for (of, name), count in list(stats.enqueued.items()):
             if of == app:
                 self._add(d.enqueued, (app, name), count)
+        for (of, name, how), count in list(stats.ticks.items()):
+            if of == app:
+                self._add(d.ticks, (app, name, how), count)
 
     def _add(self, counter: Counter, labels: tuple[str, ...], total: int) -> None:
         key = (counter, labels)

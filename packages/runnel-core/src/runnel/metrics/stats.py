@@ -28,6 +28,9 @@ per-event throughput, a sample costs nothing measurable and shows the same distr
 
 enqueued: Counter[tuple[str, str]] = Counter()
 """Jobs enqueued by this process, by (app, job name): counted where ``delay()`` runs."""
+ticks: Counter[tuple[str, str, str]] = Counter()
+"""Ticks of periodic jobs this process settled, by (app, job name, how): ``on_time`` and
+``caught_up`` (one run for missed ticks) enqueued a job, ``skipped`` missed ticks did not."""
 
 
 class Timings:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runnel import context
 from runnel.exceptions import TransportError
 from runnel.jobs.executor import JobExecutor, JobSettings
+from runnel.jobs.periodic import CronScheduler
 from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
 from runnel.processing.executor import Executor
@@ -103,6 +104,18 @@ class Worker:
                 app=app.name,
                 stats=self.stats.jobs,
             )
+        self.periodic: CronScheduler | None = None
+        """Enqueues the periodic jobs' ticks, beside the job executor (none lead: each
+        worker that runs one races the others for each tick)."""
+        if self.job_executor is not None and any(j.periodic for j in app.jobs.values()):
+            self.periodic = CronScheduler(
+                app.jobs.values(),
+                app.job_store,
+                app.clock,
+                app=app.name,
+                grace=app.settings.job_cron_grace,
+                interval=app.settings.job_schedule_interval,
+            )
         self.exit_code = 0
         self.failure: BaseException | None = None
         """The first exception a HALT processor raised (see App.run_worker's halt_raises)."""
@@ -174,6 +187,10 @@ class Worker:
             running = [tg.create_task(e.run(), name=repr(e)) for e in self.executors]
             if self.job_executor is not None:
                 running.append(tg.create_task(self.job_executor.run(), name="job-executor"))
+            if self.periodic is not None:
+                running.append(
+                    tg.create_task(self.periodic.run(self._stopping), name="periodic-jobs")
+                )
             background = [tg.create_task(self._job(j), name=j.name) for j in everywhere]
             leading = tg.create_task(self._lead(on_leader), name="leadership")
             if self.metrics is not None:

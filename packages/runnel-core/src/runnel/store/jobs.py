@@ -44,6 +44,24 @@ class JobStore(abc.ABC):
         enqueuing one id twice runs it once.
         """
 
+    # Periodic jobs.
+
+    @abc.abstractmethod
+    async def last_ticks(self, names: Sequence[str]) -> dict[str, float | None]:
+        """Each periodic job's last settled tick (seconds; None if never settled)."""
+
+    @abc.abstractmethod
+    async def settle_ticks(
+        self, name: str, last: float | None, tick: float, jobs: Sequence[NewJob]
+    ) -> tuple[bool, float | None]:
+        """Move the periodic job ``name``'s last settled tick from ``last`` to ``tick`` and
+        enqueue ``jobs`` (as :meth:`enqueue` does), in one atomic step; ``(True, tick)``.
+
+        If the stored last tick is not ``last`` (another worker settled meanwhile), change
+        nothing and return ``(False, the stored last tick)``: so the workers racing for one
+        tick enqueue its job once.
+        """
+
     # Running jobs.
 
     @abc.abstractmethod
