@@ -34,9 +34,10 @@ local out = {}
 for _, pair in ipairs(pairs_) do
   local entry, id = pair[1], pair[2]
   local key = id and (ARGV[1] .. 'job.' .. id)
-  local f = key and redis.call('HMGET', key, 'name', 'payload', 'codec', 'retries', 'results', 'tries')
-  if not f or not f[1] then
-    -- Purged while queued (or not a job entry): nothing to run.
+  local f = key and redis.call('HMGET', key, 'name', 'payload', 'codec', 'retries', 'results',
+    'tries', 'status')
+  if not f or not f[1] or f[7] == 'CANCELLED' then
+    -- Purged or cancelled while queued (or not a job entry): nothing to run.
     redis.call('XACK', queue, group, entry)
     redis.call('XDEL', queue, entry)
   else
