@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runnel.exceptions import TransportError
 from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
@@ -22,11 +22,13 @@ class Finisher:
     (group commit), so jobs never wait on each other's bookkeeping. One batch is in
     flight at a time; a failed send is tried again with backoff."""
 
-    def __init__(self, store: JobStore, executor: str, ttl: float, cancelled: Any) -> None:
+    def __init__(
+        self, store: JobStore, executor: str, ttl: float, cancelled: Callable[[str], bool]
+    ) -> None:
         self.store = store
         self.executor = executor
         self.results_ttl = ttl
-        self.cancelled: Callable[[str], bool] = cancelled
+        self.cancelled = cancelled
         """Whether a job was cancelled as its outcome was on the way (refusal expected)."""
         self._pending: list[Outcome] = []
         self._sending: list[Outcome] = []
