@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from runnel.jobs import JobCancelled, JobRecord, JobStatus
-from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+from tests.support.processes import RUNNEL, WorkerProcess, cli, env_with, wait_for
 
 MODULE = "ctlmod"
 APP = f"{MODULE}:app"
@@ -340,6 +340,31 @@ def test_a_job_that_ended_is_not_cancelled(project: Project) -> None:
     again = project.delay("mark", "again")
     ok(project.run("jobs", "cancel", APP, again))
     one_error_line(project.run("jobs", "cancel", APP, again), "already ended (CANCELLED)")
+
+
+def test_send_wait_on_a_job_cancelled_meanwhile_is_one_error_line(project: Project) -> None:
+    """`runnel jobs send --wait` prints the id, then learns of the cancel while it waits."""
+    with project.worker() as worker:
+        waiting = subprocess.Popen(
+            [*RUNNEL, "jobs", "send", f"{MODULE}:hold", '["gate-w"]', "--job-id", "w1"]
+            + ["--wait", str(HANG)],
+            cwd=project.dir,
+            env=project.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            project.wait_did("w1", "start")
+            ok(project.run("jobs", "cancel", APP, "w1"))
+            out, err = waiting.communicate(timeout=HANG)
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+        stop(worker)
+    done = subprocess.CompletedProcess(waiting.args, waiting.returncode, out, err)
+    one_error_line(done, "job 'w1' was cancelled")
+    assert out == "w1\n"
 
 
 # --- bad input --------------------------------------------------------------------------

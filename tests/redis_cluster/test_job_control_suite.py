@@ -13,5 +13,6 @@ from tests.jobs.test_job_control import (  # noqa: F401
     test_a_running_sync_job_sees_its_flag_and_gives_its_slot_back,
     test_a_scheduled_job_cancelled_never_runs,
     test_progress_of_running_jobs_in_show_and_result,
+    test_send_wait_on_a_job_cancelled_meanwhile_is_one_error_line,
 )
 from tests.support.redis_cluster import app_name, redis_url  # noqa: F401
