@@ -345,9 +345,9 @@ def test_a_job_that_ended_is_not_cancelled(project: Project) -> None:
 def test_send_wait_on_a_job_cancelled_meanwhile_is_one_error_line(project: Project) -> None:
     """`runnel jobs send --wait` prints the id, then learns of the cancel while it waits."""
     with project.worker() as worker:
+        send = ["jobs", "send", f"{MODULE}:hold", '["gate-w"]', "--job-id", "w1"]
         waiting = subprocess.Popen(
-            [*RUNNEL, "jobs", "send", f"{MODULE}:hold", '["gate-w"]', "--job-id", "w1"]
-            + ["--wait", str(HANG)],
+            [*RUNNEL, *send, "--wait", str(HANG)],
             cwd=project.dir,
             env=project.env,
             stdout=subprocess.PIPE,
