@@ -139,6 +139,37 @@ async def test_events_jobs_and_ownership_are_counted(redis_url: str, app_name: s
     assert await asyncio.to_thread(scrape, port) == []
 
 
+async def test_cancelled_jobs_are_counted(redis_url: str, app_name: str) -> None:
+    """A job cancelled while it ran here counts in runnel_jobs_cancelled_total; every
+    cancelled job kept, in the runnel_jobs_cancelled_kept gauge."""
+    port = free_port()
+    app = make_app(app_name, redis_url, metrics_port=port, metrics_host="127.0.0.1")
+    started = asyncio.Event()
+
+    @app.job
+    async def hold() -> None:
+        started.set()
+        await asyncio.Event().wait()  # until cancelled
+
+    async with Running(app):
+        running = await hold.delay()
+        later = await hold.delay(countdown=3600)
+        async with asyncio.timeout(HANG_GUARD):
+            await started.wait()
+        assert await running.cancel()
+        assert await later.cancel()
+
+        def counted(s: Samples) -> bool:
+            return (
+                total(s, "runnel_jobs_cancelled_total", job="hold", app=app_name) == 1
+                and total(s, "runnel_jobs_cancelled_kept", app=app_name) == 2
+            )
+
+        samples = await scraped_until(port, counted, "the cancelled jobs")
+        assert total(samples, "runnel_jobs_started_total", job="hold", app=app_name) == 1
+        assert total(samples, "runnel_jobs_succeeded_total", job="hold", app=app_name) == 0
+
+
 async def test_no_port_no_metrics(redis_url: str, app_name: str) -> None:
     """Off by default: no endpoint, no flusher; the counters still add up in memory."""
     app = make_app(app_name, redis_url)

@@ -8,13 +8,15 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from runnel.admin.dead_letters import oldest_dead_jobs
-from runnel.admin.jobs import jobs_report
+from runnel.admin.jobs import jobs_report, progress_report, running_jobs
 from runnel.admin.status import schedule_report, status_report, stream_length
 from runnel.admin.tables import tables_report
 from runnel.app import App
 
 DEAD_SHOWN = 200
 """The page lists at most this many dead letters (the oldest); the count says how many."""
+RUNNING_SHOWN = 50
+"""The page lists at most this many running jobs, with their progress."""
 
 
 def hide_password(url: str) -> str:
@@ -35,7 +37,8 @@ def iso(seconds: float | None) -> str | None:
 
 async def snapshot(app: App) -> dict[str, Any]:
     """Processors, partitions, the leader; the tables (keys per partition); the job queue,
-    its dead letters and the app's schedule of timers and crontabs."""
+    the jobs running (with their progress), its dead letters and the app's schedule of
+    timers and crontabs."""
     status = await status_report(app)
     for proc in status["processors"]:
         proc["length"] = await stream_length(app, proc["name"])
@@ -44,12 +47,26 @@ async def snapshot(app: App) -> dict[str, Any]:
     if queue is not None and queue["dead"]:
         letters = await oldest_dead_jobs(app, DEAD_SHOWN)
         dead = [{"id": d.id, "name": d.name, "error": d.error, "died": iso(d.at)} for d in letters]
+    running = []
+    if queue is not None and queue["executing"]:
+        for r in await running_jobs(app, RUNNING_SHOWN):
+            running.append(
+                {
+                    "id": r.id,
+                    "name": r.name,
+                    "executor": r.executor,
+                    "started": iso(r.started),
+                    "tries": r.tries,
+                    "progress": progress_report(r),
+                }
+            )
     return {
         "app": app.name,
         "url": hide_password(app.settings.redis_url),
         "leader": status["leader"],
         "processors": status["processors"],
         "jobs": queue,
+        "running": running,
         "dead": dead,
         "schedule": schedule_report(app),
         "tables": await tables_report(app),

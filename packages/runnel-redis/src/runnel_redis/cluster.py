@@ -557,7 +557,9 @@ class ClusterCoordination(RedisCoordination):
         return sum(int(n) for n in replies)
 
 
-_JOB_SCRIPTS = "_enqueue _take _finish _promote _abandoned _forget _replay _purge _settle".split()
+_JOB_SCRIPTS = (
+    "_enqueue _take _finish _promote _abandoned _forget _replay _purge _settle _cancel _progress"
+).split()
 
 
 @guarded

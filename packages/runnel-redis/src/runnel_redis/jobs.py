@@ -7,9 +7,11 @@
 ``__jobs:{app}.job.{id}``    hash: the job (name, status, payload, tries, times, error...)
 ``__jobs:{app}.result.{id}`` list of one item: the result (waited on with BLMOVE)
 ``__jobs:{app}.results``     sorted set: job id by result expiry (to count results)
+``__jobs:{app}.cancelled``   sorted set: job id by the expiry of its cancelled record
 ``__jobs:{app}.executors``   hash: executor id -> its description (JSON)
 ``__jobs:{app}.beat.{executor}`` its heartbeat, expiring (JSON description)
 ``__jobs:{app}.ticks``       hash: periodic job name -> its last settled tick (ms)
+``__jobs:{app}.cancel.{executor}`` list: ids of jobs cancelled while it ran them
 
 Whenever several keys change together, a Lua script (``lua/job_*.lua``) does it.
 """
@@ -34,6 +36,7 @@ from runnel.jobs.model import (
     JobStatus,
     NewJob,
     Outcome,
+    Progress,
     QueueCounts,
 )
 from runnel.store.jobs import JobStore
@@ -73,6 +76,7 @@ class RedisJobStore(JobStore):
         self.results_index = layout.job_results_index(app)
         self.registry = layout.job_executors(app)
         self.ticks = layout.job_ticks(app)
+        self.cancelled_index = layout.job_cancelled_index(app)
         self.group = keys.JOB_GROUP
         self._prefix_arg = resp.arguments((self.prefix,))
         self._queue_keys = [self.queue, self.schedule]
@@ -90,6 +94,8 @@ class RedisJobStore(JobStore):
         self._replay = script(scripts.JOB_REPLAY)
         self._purge = script(scripts.JOB_PURGE)
         self._settle = script(scripts.JOB_SETTLE)
+        self._cancel = script(scripts.JOB_CANCEL)
+        self._progress = script(scripts.JOB_PROGRESS)
 
     def __repr__(self) -> str:
         return f"<RedisJobStore {self.app}>"
@@ -231,6 +237,13 @@ class RedisJobStore(JobStore):
         )
         return [_text(x) for x in refused]
 
+    async def report_progress(self, executor: str, job_id: str, progress: Progress) -> bool:
+        kept = await self._progress(
+            keys=[self.layout.job(self.app, job_id)],
+            args=[executor, progress.tries, codec.progress_json(progress)],
+        )
+        return bool(kept)
+
     async def promote_due(self, now: float, limit: int) -> int:
         moved = await self._promote(
             keys=[self.schedule, self.queue], args=[self.prefix, _ms(now), limit]
@@ -286,10 +299,30 @@ class RedisJobStore(JobStore):
         await self._forget_call(executor, leaving=True)
 
     async def _forget_call(self, executor: str, *, leaving: bool) -> Any:
+        beat = self.layout.job_beat(self.app, executor)
+        notices = self.layout.job_notices(self.app, executor)
         return await self._forget(
-            keys=[self.queue, self.registry, self.layout.job_beat(self.app, executor)],
+            keys=[self.queue, self.registry, beat, notices],
             args=[self.group, executor, b"1" if leaving else b"0"],
         )
+
+    # Cancelling.
+
+    async def cancel(self, job_id: str, at: float, results_ttl: float) -> JobStatus:
+        job = self.layout.job(self.app, job_id)
+        before = await self._cancel(
+            keys=[self.queue, self.schedule, self.cancelled_index, job],
+            args=[self.prefix, self.group, job_id, _ms(at), max(1, _ms(results_ttl))],
+        )
+        return _status(before)
+
+    async def cancelled(self, executor: str, within: float) -> list[str]:
+        key = self.layout.job_notices(self.app, executor)
+        first = await self.redis.blpop([key], max(0.001, within))
+        if not first:
+            return []
+        rest = await self.redis.lpop(key, 1000) or []
+        return [_text(first[1]), *(_text(x) for x in cast(list[bytes], rest))]
 
     # Looking.
 
@@ -320,6 +353,7 @@ class RedisJobStore(JobStore):
             executor=_text(h["executor"]) if h.get("executor") else None,
             error=codec.error_from_json(h.get("error")),
             result=result,
+            progress=codec.progress_from_json(h.get("progress")),
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
@@ -338,7 +372,8 @@ class RedisJobStore(JobStore):
             pipe.xlen(self.dead)
             pipe.zcount(self.results_index, f"({_ms(now)}", "+inf")
             pipe.zrange(self.schedule, 0, 0, withscores=True)
-            length, pending, scheduled, dead, results, first = await pipe.execute(
+            pipe.zcount(self.cancelled_index, f"({_ms(now)}", "+inf")
+            length, pending, scheduled, dead, results, first, cancelled = await pipe.execute(
                 raise_on_error=False
             )
         executing = 0 if isinstance(pending, Exception) else int(pending.get("pending", 0))
@@ -351,6 +386,7 @@ class RedisJobStore(JobStore):
             dead=int(dead) if not isinstance(dead, Exception) else 0,
             results=int(results),
             next_due=first[0][1] / 1000 if first else None,
+            cancelled=int(cancelled),
         )
 
     # Dead letters.

@@ -123,6 +123,13 @@ class KeyLayout(ABC):
     def job_beat(self, app: str, executor: str) -> str:
         return self.jobs_prefix(app) + "beat." + executor
 
+    def job_cancelled_index(self, app: str) -> str:
+        return self.jobs_prefix(app) + "cancelled"
+
+    def job_notices(self, app: str, executor: str) -> str:
+        """The ids of jobs cancelled while ``executor`` ran them (job_cancel.lua)."""
+        return self.jobs_prefix(app) + "cancel." + executor
+
 
 class Classic(KeyLayout):
     """The 0.1 names, unchanged: for a single Redis (or Sentinel), and 0.1 data."""

@@ -1,16 +1,18 @@
 """What ``runnel jobs info`` and ``runnel jobs show`` show: the job queue's counts and
-executors, and everything kept of one job."""
+executors, everything kept of one job, and the jobs running now (for the dashboard)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from runnel.admin.declarations import Declarations
 from runnel.jobs import codec
-from runnel.jobs.model import ExecutorState, JobRecord, QueueCounts
+from runnel.jobs.model import ExecutorState, JobRecord, JobStatus, QueueCounts
 from runnel.jobs.periodic import Cron, tick_id
+from runnel.jobs.result import current_progress
 
 
 def iso(seconds: float | None) -> str | None:
@@ -88,6 +90,7 @@ def info_report(
         "scheduled": counts.scheduled,
         "next_due": iso(counts.next_due),
         "dead": counts.dead,
+        "cancelled": counts.cancelled,
         "results": counts.results,
         "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
         "periodic": [p.report() for p in periodic or []],
@@ -117,6 +120,7 @@ def describe_job(record: JobRecord) -> dict[str, Any]:
         "args": None,
         "kwargs": None,
         "error": None,
+        "progress": progress_report(record),
     }
     try:
         serializer = codec.serializer_named(record.codec)
@@ -136,3 +140,36 @@ def describe_job(record: JobRecord) -> dict[str, Any]:
         if ok:
             report["result"] = value
     return report
+
+
+def progress_report(record: JobRecord) -> dict[str, Any] | None:
+    """The progress the job's latest try reported, as ``runnel jobs show --json`` gives it
+    (None if that try reported none)."""
+    progress = current_progress(record)
+    if progress is None:
+        return None
+    return {
+        "fraction": progress.fraction,
+        "message": progress.message,
+        "at": iso(progress.at),
+        "try": progress.tries,
+    }
+
+
+def percent(fraction: float) -> str:
+    """A fraction done as a whole percentage, rounded down (100% only when all is done)."""
+    return f"{math.floor(fraction * 100 + 1e-9)}%"
+
+
+async def running_jobs(app: Declarations, limit: int) -> list[JobRecord]:
+    """Up to ``limit`` jobs running now on live executors, each as the store keeps it."""
+    store = app.job_store
+    out: list[JobRecord] = []
+    for executor in await store.executors():
+        if not executor.alive or len(out) >= limit:
+            continue
+        for held in await store.abandoned(executor.id, limit - len(out)):
+            record = await store.job(held.id) if held.started else None
+            if record is not None and record.status is JobStatus.EXECUTING:
+                out.append(record)
+    return out

@@ -1,4 +1,5 @@
-"""``runnel jobs ...``: look into an app's job queue, enqueue a job, handle dead letters."""
+"""``runnel jobs ...``: look into an app's job queue, enqueue or cancel a job, handle dead
+letters."""
 
 from __future__ import annotations
 
@@ -12,18 +13,34 @@ import orjson
 
 from runnel.admin.dead_letters import NotFound, dead_job_rows, select_dead_jobs
 from runnel.admin.declarations import Declarations
-from runnel.admin.jobs import describe_job, info_report, iso, periodic_state, queue_state
+from runnel.admin.jobs import (
+    describe_job,
+    info_report,
+    iso,
+    percent,
+    periodic_state,
+    queue_state,
+)
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run, yes_option
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
-from runnel.jobs.model import DeadLetter, InvalidArguments, JobFailed, ResultsDisabled, Timeout
+from runnel.jobs.model import (
+    ENDED,
+    DeadLetter,
+    InvalidArguments,
+    JobFailed,
+    JobStatus,
+    ResultsDisabled,
+    Timeout,
+)
+from runnel.jobs.result import current_progress
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
 @click.group()
 def jobs() -> None:
-    """The app's job queue: counts, one job, dead letters; enqueue a job."""
+    """The app's job queue: counts, one job, dead letters; enqueue or cancel a job."""
 
 
 # runnel jobs info
@@ -34,8 +51,9 @@ def jobs() -> None:
 @json_option
 @plugin_option
 def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
-    """How many jobs are queued, executing, scheduled and dead; results kept; the job
-    executors (alive or not) and what each runs; the periodic jobs' last and next ticks."""
+    """How many jobs are queued, executing, scheduled, dead and cancelled; results kept;
+    the job executors (alive or not) and what each runs; the periodic jobs' last and next
+    ticks."""
     load_plugins(plugins)
     app = load(target, App)
 
@@ -56,6 +74,7 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     click.echo(f"  executing  {counts.executing:>8}")
     click.echo(f"  scheduled  {counts.scheduled:>8}{due}")
     click.echo(f"  dead       {counts.dead:>8}")
+    click.echo(f"  cancelled  {counts.cancelled:>8}")
     click.echo(f"  results    {counts.results:>8}")
     alive = sum(1 for e in executors if e.alive)
     click.echo(
@@ -96,7 +115,8 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
 @json_option
 @plugin_option
 def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> None:
-    """Everything kept of one job: status, tries, times, arguments, error, result."""
+    """Everything kept of one job: status, tries, times, progress, arguments, error,
+    result."""
     load_plugins(plugins)
     app = load(target, App)
     record = run(app.job_store.job(job_id), app)
@@ -114,6 +134,10 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
             click.echo(f"{key + ':':<10} {report[key]}")
     if record.executor:
         click.echo(f"{'executor:':<10} {record.executor}")
+    progress = current_progress(record)
+    if progress is not None:
+        said = f" {progress.message}" if progress.message else ""
+        click.echo(f"{'progress:':<10} {percent(progress.fraction)}{said}")
     click.echo(f"{'args:':<10} {_json_text(report['args'])}")
     if report["kwargs"]:
         click.echo(f"{'kwargs:':<10} {_json_text(report['kwargs'])}")
@@ -123,6 +147,27 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
             click.echo(record.error.traceback.rstrip())
     if "result" in report:
         click.echo(f"{'result:':<10} {_json_text(report['result'])}")
+
+
+# runnel jobs cancel
+
+
+@jobs.command()
+@click.argument("target", metavar="MODULE:APP")
+@click.argument("job_id", metavar="JOB_ID")
+@plugin_option
+def cancel(target: str, job_id: str, plugins: tuple[str, ...]) -> None:
+    """Cancel a job that has not ended: queued or scheduled, it never runs; running, it is
+    stopped where it runs. Its status becomes CANCELLED. A job that has ended already
+    (SUCCESS, DEAD, CANCELLED) is left as it is, and the command fails."""
+    load_plugins(plugins)
+    app = load(target, App)
+    before = run(app.job_store.cancel(job_id, app.clock.now(), app.settings.results_ttl), app)
+    if before is JobStatus.UNKNOWN:
+        raise click.ClickException(f"no job with id {job_id!r} in app {app.name}")
+    if before in ENDED:
+        raise click.ClickException(f"job {job_id!r} has already ended ({before}): not cancelled")
+    click.echo(f"cancelled job {job_id} (it was {before})")
 
 
 # runnel jobs send

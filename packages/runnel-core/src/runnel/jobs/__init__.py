@@ -3,24 +3,33 @@ status, results, retries with backoff and dead letters (the fennel design, docs/
 
 ```python
 @app.job(retries=3)
-async def resize(image_id: int, width: int = 100) -> str: ...
+async def resize(image_id: int, width: int = 100) -> str:
+    await report_progress(0.5, "resizing")   # result.progress() tells the caller
+    ...
 
 result = await resize.delay(7, width=200)    # or resize.delay_sync(7) without a loop
-await result.get(timeout=10)
+await result.get(timeout=10)                 # or: await result.cancel()
 ```
 """
 
 from runnel.jobs.clock import Clock, ManualClock, SystemClock
-from runnel.jobs.context import JobContext, current_job
+from runnel.jobs.context import (
+    JobContext,
+    current_job,
+    report_progress,
+    report_progress_sync,
+)
 from runnel.jobs.function import AsyncJob, JobFunction, SyncJob
 from runnel.jobs.model import (
     ErrorInfo,
     InvalidArguments,
+    JobCancelled,
     JobError,
     JobFailed,
     JobNotFound,
     JobRecord,
     JobStatus,
+    Progress,
     ResultsDisabled,
     Timeout,
 )
@@ -31,6 +40,7 @@ __all__ = [
     "Clock",
     "ErrorInfo",
     "InvalidArguments",
+    "JobCancelled",
     "JobContext",
     "JobError",
     "JobFailed",
@@ -40,10 +50,13 @@ __all__ = [
     "JobResult",
     "JobStatus",
     "ManualClock",
+    "Progress",
     "ResultsDisabled",
     "SyncJob",
     "SyncJobResult",
     "SystemClock",
     "Timeout",
     "current_job",
+    "report_progress",
+    "report_progress_sync",
 ]

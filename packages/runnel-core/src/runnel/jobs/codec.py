@@ -4,8 +4,8 @@ Values are turned into plain data by pydantic first, so records, datetimes, UUID
 decimals and enums all travel; the job function's annotations turn them back into those
 types on the worker (see :mod:`runnel.jobs.signature`). Nothing is ever pickled.
 
-A stored result item starts with one byte: ``v`` and the encoded return value, or ``e``
-and the error (JSON) of a job that ended DEAD.
+A stored result item starts with one byte: ``v`` and the encoded return value, ``e``
+and the error (JSON) of a job that ended DEAD, or ``c`` alone for a job that was cancelled.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from runnel.codecs.resolve import resolve_serializer
 from runnel.codecs.serializers import JSONSerializer
 from runnel.exceptions import DecodeError, EncodeError
 from runnel.interfaces import Serializer
-from runnel.jobs.model import ErrorInfo
+from runnel.jobs.model import ErrorInfo, Progress
 
 _ANY: TypeAdapter[Any] = TypeAdapter(Any)
 
 VALUE = b"v"
 ERROR = b"e"
+CANCELLED = b"c"
+"""The whole result item of a cancelled job: it wakes a waiting ``get()``."""
 
 
 @lru_cache(maxsize=64)
@@ -93,13 +95,15 @@ def error_item(error: ErrorInfo) -> bytes:
 
 
 def read_item(serializer: Serializer, item: bytes) -> tuple[bool, Any]:
-    """``(True, value)`` for a result, ``(False, ErrorInfo)`` for a failure."""
+    """``(True, value)`` for a result, ``(False, ErrorInfo)`` for a failure or a cancel."""
     kind, body = item[:1], item[1:]
     if kind == VALUE:
         return True, decode(serializer, body)
     if kind == ERROR:
         data = orjson.loads(body)
         return False, ErrorInfo(type=str(data.get("type")), message=str(data.get("message")))
+    if kind == CANCELLED:
+        return False, ErrorInfo(type="JobCancelled", message="the job was cancelled")
     raise DecodeError(f"unknown result item kind {kind!r}")
 
 
@@ -122,3 +126,30 @@ def error_from_json(data: bytes | str | None) -> ErrorInfo | None:
     except (orjson.JSONDecodeError, AttributeError):
         text = data.decode(errors="replace") if isinstance(data, bytes) else str(data)
         return ErrorInfo(type="Error", message=text)
+
+
+def progress_json(progress: Progress) -> bytes:
+    """A progress report as the stores keep it (times in ms, as the job's other times)."""
+    return orjson.dumps(
+        {
+            "fraction": progress.fraction,
+            "message": progress.message,
+            "at": int(progress.at * 1000),
+            "try": progress.tries,
+        }
+    )
+
+
+def progress_from_json(data: bytes | str | None) -> Progress | None:
+    if not data:
+        return None
+    try:
+        value = orjson.loads(data)
+        return Progress(
+            fraction=float(value["fraction"]),
+            message=str(value.get("message", "")),
+            at=int(value["at"]) / 1000,
+            tries=int(value["try"]),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None  # not ours to fail on: shown as no progress

@@ -12,6 +12,7 @@ Read top to bottom, :meth:`JobExecutor.run` is its whole life:
         scheduler    every schedule interval: move due jobs (countdown, retries) to the queue
         maintenance  every timeout/2: take back the jobs of executors that stopped beating,
                      and put back deliveries held in our name that we know nothing of
+        cancels      wait for the store's cancel notices; stop the jobs they name (control.py)
     stop:  take nothing more; running jobs get grace_period, then are cancelled and go
            back to the queue uncounted; outcomes are flushed; leave
 
@@ -40,6 +41,8 @@ from runnel.exceptions import DecodeError, TransportError, UnknownPlugin
 from runnel.jobs import codec
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
+from runnel.jobs.control import JobControls
+from runnel.jobs.finisher import Finisher
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
 from runnel.metrics.stats import JobsStats
 from runnel.runtime.retry import (
@@ -96,7 +99,8 @@ class JobExecutor:
         self.app = app
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.worker = worker
-        self.finisher = Finisher(store, self.id, settings.results_ttl)
+        self.controls = JobControls(store, self.id, clock, self.stats)
+        self.finisher = Finisher(store, self.id, settings.results_ttl, self.controls.told)
         self.done = 0
         self.failed = 0
         self._running: dict[asyncio.Task[None], bytes] = {}
@@ -159,6 +163,7 @@ class JobExecutor:
                         self._every(self.settings.heartbeat_timeout / 2, self._maintain, now=True),
                         name="job-maintenance",
                     ),
+                    tg.create_task(self.controls.watch(), name="job-cancels"),
                 ]
                 try:
                     await self._fetch(tg)
@@ -275,18 +280,25 @@ class JobExecutor:
             self.stats.job(d.name).dead += 1
             self.finisher.add(self._dead(d, error, result=d.results))
             return
+        signals = self.controls.begin(d)
+        if signals.cancelled.is_set():
+            return  # cancelled before it started: it must not run
         stats = self.stats.job(d.name)
         stats.started += 1
         started = time.perf_counter()
-        token = _current.set(JobContext(d.id, d.name, d.tries, d.retries))
+        token = _current.set(JobContext(d.id, d.name, d.tries, d.retries, signals))
         try:
             outcome = await self._attempt(job, d)
         except asyncio.CancelledError:
-            # Cancelled by our graceful stop: back to the queue, this try not counted.
-            self.finisher.add(Outcome("release", d.ticket, d.id, self.clock.now(), uncount=True))
+            if not signals.cancelled.is_set():  # by our graceful stop: back, try uncounted
+                now = self.clock.now()
+                self.finisher.add(Outcome("release", d.ticket, d.id, now, uncount=True))
             raise
         finally:
             _current.reset(token)
+            self.controls.end(d.id)
+        if signals.cancelled.is_set():
+            return  # its status is CANCELLED and its delivery ended: an outcome is refused
         stats.finished(outcome.kind, time.perf_counter() - started)
         self.finisher.add(outcome)
 
@@ -494,90 +506,6 @@ class JobExecutor:
             return Outcome("retry", a.ticket, a.id, now, error=error, due=now + delay)
         log.error("job %s %s: its worker died on its last try; it is DEAD", a.name, a.id)
         return self._dead(a, error, result=a.results)
-
-
-class Finisher:
-    """Records outcomes in batches: while one batch is being sent, the next gathers
-    (group commit), so jobs never wait on each other's bookkeeping. One batch is in
-    flight at a time; a failed send is tried again with backoff."""
-
-    def __init__(self, store: JobStore, executor: str, results_ttl: float) -> None:
-        self.store = store
-        self.executor = executor
-        self.results_ttl = results_ttl
-        self._pending: list[Outcome] = []
-        self._sending: list[Outcome] = []
-        self._wake = asyncio.Event()
-        self._closing = False
-
-    def add(self, outcome: Outcome) -> None:
-        self._pending.append(outcome)
-        self._wake.set()
-
-    def close(self) -> None:
-        """Return from :meth:`run` once everything added so far is recorded."""
-        self._closing = True
-        self._wake.set()
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    def tickets(self) -> set[bytes]:
-        """The deliveries whose outcome is waiting or being sent."""
-        return {o.ticket for o in self._pending} | {o.ticket for o in self._sending}
-
-    async def last_chance(self, within: float = 1.0) -> None:
-        """Stopped at once (a second signal): one quick try to record what is pending, so
-        that jobs cancelled mid-run go back uncounted rather than wait for recovery."""
-        if not self._pending:
-            return
-        batch, self._pending = self._pending, []
-        try:
-            async with asyncio.timeout(within):
-                await self.store.finish(self.executor, batch, self.results_ttl)
-        except (TransportError, TimeoutError, asyncio.CancelledError) as exc:
-            log.warning(
-                "%d job outcomes were not recorded (%r); their jobs are taken back once this "
-                "worker's heartbeat expires",
-                len(batch),
-                exc,
-            )
-
-    async def run(self) -> None:
-        backoff = Backoff()
-        while True:
-            reraise_if_cancelled()
-            if not self._pending:
-                if self._closing:
-                    return
-                await self._wake.wait()
-                self._wake.clear()
-                continue
-            batch, self._pending = self._pending, []
-            self._sending = batch
-            try:
-                refused = await self.store.finish(self.executor, batch, self.results_ttl)
-            except asyncio.CancelledError:
-                # Stopped at once mid-send: whether it landed is unknown, so the batch
-                # stays pending for last_chance (a late outcome is refused by its ticket).
-                self._pending = batch + self._pending
-                raise
-            except TransportError as exc:
-                reraise_if_cancelled(exc)
-                self._pending = batch + self._pending
-                outage.failed(f"recording {len(batch)} job outcomes", exc)
-                await backoff.sleep()
-                continue
-            finally:
-                self._sending = []
-            backoff.reset()
-            for job_id in refused:
-                log.warning(
-                    "job %s was taken back from this worker while it ran (presumed dead); "
-                    "its outcome here is dropped",
-                    job_id,
-                )
 
 
 def _error_info(exc: BaseException) -> ErrorInfo:

@@ -8,6 +8,8 @@ A job's life (the fennel design)::
                                                    left v    |
                                                         RETRY
                                     raises, no tries left: DEAD (in the dead letters)
+
+    SENT, RETRY or EXECUTING --cancel()--> CANCELLED
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class JobStatus(enum.StrEnum):
     """It returned; its result is kept for ``results_ttl``."""
     DEAD = "DEAD"
     """Every try failed; it waits in the dead letters to be replayed or purged."""
+    CANCELLED = "CANCELLED"
+    """Cancelled before it ended; it never runs again. Kept for ``results_ttl``."""
+
+
+ENDED = frozenset({JobStatus.SUCCESS, JobStatus.DEAD, JobStatus.CANCELLED})
+"""Statuses a job keeps until it expires or is replayed: cancelling it changes nothing."""
 
 
 # Errors a caller of the job API can meet.
@@ -50,6 +58,14 @@ class JobFailed(JobError):
         self.job_id = job_id
         self.type = type_name
         self.message = message
+
+
+class JobCancelled(JobError):
+    """The job was cancelled (``result.cancel()``, ``runnel jobs cancel``): no result."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} was cancelled")
+        self.job_id = job_id
 
 
 class Timeout(JobError, TimeoutError):
@@ -79,6 +95,19 @@ class ErrorInfo:
     def one_line(self) -> str:
         text = f"{self.type}: {self.message}" if self.message else self.type
         return " ".join(text.split())
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a running job says it got (``report_progress``), and when."""
+
+    fraction: float
+    """From 0.0 (nothing done) to 1.0 (all done)."""
+    message: str
+    """A short line of the job's own (at most 200 characters), or ''."""
+    at: float
+    tries: int
+    """The try that reported it (``JobContext.tries``)."""
 
 
 # Values that cross the store interface. Times are seconds since the epoch (floats), from
@@ -177,7 +206,9 @@ class JobRecord:
     executor: str | None = None
     error: ErrorInfo | None = None
     result: bytes | None = None
-    """The stored result item, as :func:`runnel.jobs.codec.decode_result` reads it."""
+    """The stored result item, as :func:`runnel.jobs.codec.read_item` reads it."""
+    progress: Progress | None = None
+    """The last progress reported, by whichever try reported it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,3 +244,5 @@ class QueueCounts:
     results: int
     """Results stored and not yet expired."""
     next_due: float | None = None
+    cancelled: int = 0
+    """Cancelled jobs whose record is kept (``results_ttl`` after the cancel)."""

@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from runnel.jobs import codec
 from runnel.jobs.model import (
+    ENDED,
+    JobCancelled,
     JobFailed,
     JobNotFound,
     JobRecord,
     JobStatus,
+    Progress,
     ResultsDisabled,
     Timeout,
 )
@@ -39,8 +42,8 @@ class JobOf(Protocol):
 class JobResult(Generic[R]):
     """An enqueued job, seen from the code that enqueued it (or knows its id).
 
-    ``await result.status()`` and ``await result.get(timeout=...)``; :meth:`sync` gives the
-    same handle for synchronous code.
+    ``await result.status()``, ``await result.get(timeout=...)``, ``await result.progress()``
+    and ``await result.cancel()``; :meth:`sync` gives the same handle for synchronous code.
     """
 
     def __init__(
@@ -68,12 +71,37 @@ class JobResult(Generic[R]):
         """Everything the store keeps of the job (None if there is no such job)."""
         return await self.app.job_store.job(self.id)
 
+    async def progress(self) -> Progress | None:
+        """What the job last reported of its progress (``report_progress``) in its current
+        or last try; None before it reports any (or if there is no such job)."""
+        record = await self.app.job_store.job(self.id)
+        return None if record is None else current_progress(record)
+
+    async def cancel(self) -> bool:
+        """Cancel the job unless it has ended: True if this call cancelled it.
+
+        A queued or scheduled job never runs; a running one is stopped where it runs (an
+        ``async def`` job gets ``CancelledError``, a plain ``def`` job sees
+        ``current_job().cancelled``). Its status becomes CANCELLED at once, no retry
+        follows, and ``get()`` raises :class:`JobCancelled`. A job that has ended
+        (SUCCESS, DEAD or CANCELLED) is left as it is: False. Raises :class:`JobNotFound`
+        if there is no such job.
+        """
+        settings = self.app.settings
+        before = await self.app.job_store.cancel(
+            self.id, self.app.clock.now(), settings.results_ttl
+        )
+        if before is JobStatus.UNKNOWN:
+            raise JobNotFound(f"no job with id {self.id!r}")
+        return before not in ENDED
+
     async def get(self, timeout: float | None = None) -> R:  # noqa: ASYNC109 (the API)
         """The job's return value, waiting up to ``timeout`` seconds (None: no limit).
 
         Raises :class:`JobFailed` if the job ended DEAD (the last exception's type and
-        message), :class:`Timeout`, :class:`ResultsDisabled` if it keeps no result (a
-        job that ended DEAD still raises JobFailed), or :class:`JobNotFound`.
+        message), :class:`JobCancelled`, :class:`Timeout`, :class:`ResultsDisabled` if it
+        keeps no result (a job that ended DEAD or CANCELLED still says so), or
+        :class:`JobNotFound`.
         """
         store = self.app.job_store
         loop = asyncio.get_running_loop()
@@ -85,6 +113,8 @@ class JobResult(Generic[R]):
             return self._read(record.result, record.codec)
         if record.status is JobStatus.DEAD and record.error is not None:
             raise JobFailed(self.id, record.error.type, record.error.message)
+        if record.status is JobStatus.CANCELLED:
+            raise JobCancelled(self.id)
         if not record.results:
             raise ResultsDisabled(f"job {self.id!r} was enqueued with results_enabled=False")
         while True:
@@ -98,6 +128,8 @@ class JobResult(Generic[R]):
                 raise JobNotFound(f"job {self.id!r} is gone (purged or expired)")
 
     def _read(self, item: bytes, codec_name: str) -> R:
+        if item == codec.CANCELLED:
+            raise JobCancelled(self.id)
         ok, value = codec.read_item(codec.serializer_named(codec_name), item)
         if not ok:
             raise JobFailed(self.id, value.type, value.message)
@@ -129,3 +161,15 @@ class SyncJobResult(Generic[R]):
 
     def get(self, timeout: float | None = None) -> R:
         return self._result.app.portal.call(lambda: self._result.get(timeout))
+
+    def progress(self) -> Progress | None:
+        return self._result.app.portal.call(self._result.progress)
+
+    def cancel(self) -> bool:
+        return self._result.app.portal.call(self._result.cancel)
+
+
+def current_progress(record: JobRecord) -> Progress | None:
+    """The job's progress if its latest try reported it (an earlier try's is stale)."""
+    progress = record.progress
+    return progress if progress is not None and progress.tries == record.tries else None

@@ -21,11 +21,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from runnel.jobs import codec
 from runnel.jobs.clock import Clock
 from runnel.jobs.model import (
+    ENDED,
     Abandoned,
     DeadLetter,
     Delivery,
@@ -35,11 +36,14 @@ from runnel.jobs.model import (
     JobStatus,
     NewJob,
     Outcome,
+    Progress,
     QueueCounts,
 )
 from runnel.store.jobs import JobStore
 
 __all__ = ["JobQueueState", "MemoryJobStore"]
+
+T = TypeVar("T")
 
 
 def _ms(seconds: float) -> int:
@@ -70,6 +74,9 @@ class _Job:
     replayed: int | None = None
     expires: float | None = None
     """Monotonic time the record is gone at (a success's, after ``results_ttl``)."""
+    entry: bytes | None = None
+    """Its latest queue entry (the Redis store's ``entry`` field), to cancel it by."""
+    progress: Progress | None = None
 
 
 @dataclass(slots=True)
@@ -122,6 +129,10 @@ class JobQueueState:
     results: dict[str, _Result] = field(default_factory=dict)
     kept: dict[str, int] = field(default_factory=dict)
     """Results index: job id -> when its result expires by the workers' clock (ms)."""
+    cancels: dict[str, int] = field(default_factory=dict)
+    """Cancelled jobs: job id -> when its record expires by the canceller's clock (ms)."""
+    notices: dict[str, list[str]] = field(default_factory=dict)
+    """Executor -> ids of jobs cancelled while it ran them, not yet read by it."""
     registry: dict[str, dict[str, object]] = field(default_factory=dict)
     beats: dict[str, tuple[dict[str, object], float]] = field(default_factory=dict)
     """Executor -> (its description, monotonic time its heartbeat expires)."""
@@ -129,6 +140,7 @@ class JobQueueState:
     """Periodic job name -> its last settled tick (ms)."""
     takers: list[_Waiter] = field(default_factory=list, repr=False)
     result_waiters: dict[str, list[_Waiter]] = field(default_factory=dict, repr=False)
+    notice_waiters: dict[str, list[_Waiter]] = field(default_factory=dict, repr=False)
     _tickets: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
     # Helpers; each is called with the lock held.
@@ -179,7 +191,11 @@ class JobQueueState:
 
     def push(self, job_id: str) -> None:
         """Onto the queue's tail, waking every blocked taker."""
-        self.queue[self.ticket()] = job_id
+        entry = self.ticket()
+        self.queue[entry] = job_id
+        job = self.jobs.get(job_id)
+        if job is not None:
+            job.entry = entry
         takers, self.takers = self.takers, []
         for waiter in takers:
             waiter.wake()
@@ -197,8 +213,8 @@ class JobQueueState:
         while self.queue and len(out) < count:
             entry, job_id = self.queue.popitem(last=False)
             job = self.record(job_id)
-            if job is None:
-                continue  # purged while queued: nothing to run
+            if job is None or job.status == JobStatus.CANCELLED:
+                continue  # purged or cancelled while queued: nothing to run
             self.pending[entry] = (executor, job_id)
             job.tries += 1
             job.status = JobStatus.EXECUTING
@@ -217,6 +233,31 @@ class JobQueueState:
                 )
             )
         return out
+
+    def cancel(self, job_id: str, at: int, ttl_ms: int) -> JobStatus:
+        job = self.record(job_id)
+        if job is None:
+            return JobStatus.UNKNOWN
+        before = job.status
+        if before in ENDED:
+            return before
+        self.schedule.pop(job_id, None)
+        if job.entry is not None:
+            self.queue.pop(job.entry, None)
+            held = self.pending.pop(job.entry, None)
+            if held is not None and before == JobStatus.EXECUTING:
+                executor = held[0]
+                self.notices.setdefault(executor, []).append(job_id)
+                for waiter in self.notice_waiters.pop(executor, []):
+                    waiter.wake()
+        job.status = JobStatus.CANCELLED
+        job.finished = at
+        job.due = None
+        job.expires = time.monotonic() + ttl_ms / 1000
+        self.cancels[job_id] = at + ttl_ms
+        if job.results:
+            self.store_result(job_id, codec.CANCELLED, job.expires)
+        return before
 
     def finish_one(self, o: Outcome, ttl_ms: int) -> bool:
         """Apply one outcome; False if its delivery is no longer outstanding."""
@@ -270,19 +311,27 @@ class MemoryJobStore(JobStore):
     def __repr__(self) -> str:
         return f"<MemoryJobStore {id(self.state):#x}>"
 
-    async def _wait(self, register: Callable[[_Waiter], bool], within: float) -> None:
-        """Wait until woken or ``within`` seconds pass. ``register`` (called with the
-        lock held) files the waiter, or returns False if there is nothing to wait for."""
+    async def _until(
+        self, read: Callable[[], T], waiters: Callable[[], list[_Waiter]], within: float
+    ) -> T:
+        """``read()`` until it gives something, for up to ``within`` seconds: in between,
+        wait among ``waiters()`` to be woken by a change. Both are called with the lock
+        held, together, so nothing that arrives between them is missed."""
+        deadline = time.monotonic() + max(0.0, within)
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(loop, loop.create_future())
-        with self.state.lock:
-            if not register(waiter):
-                return
-        try:
-            async with asyncio.timeout(within):
-                await waiter.future
-        except TimeoutError:
-            pass
+        while True:
+            with self.state.lock:
+                got = read()
+                left = deadline - time.monotonic()
+                if got or left <= 0:
+                    return got
+                waiter = _Waiter(loop, loop.create_future())
+                waiters().append(waiter)
+            try:
+                async with asyncio.timeout(left):
+                    await waiter.future
+            except TimeoutError:
+                pass
 
     # Enqueuing.
 
@@ -314,21 +363,9 @@ class MemoryJobStore(JobStore):
 
     async def take(self, executor: str, count: int, block_ms: int, clock: Clock) -> list[Delivery]:
         s = self.state
-        deadline = time.monotonic() + max(0, block_ms) / 1000
-        while True:
-            with s.lock:
-                taken = s.take(executor, count, _ms(clock.now()))
-            left = deadline - time.monotonic()
-            if taken or left <= 0:
-                return taken
-
-            def register(waiter: _Waiter) -> bool:
-                if s.queue:
-                    return False  # arrived meanwhile: take it now
-                s.takers.append(waiter)
-                return True
-
-            await self._wait(register, left)
+        return await self._until(
+            lambda: s.take(executor, count, _ms(clock.now())), lambda: s.takers, block_ms / 1000
+        )
 
     async def finish(
         self,
@@ -361,6 +398,34 @@ class MemoryJobStore(JobStore):
                     job.due = None
                     s.push(job_id)
         return len(due)
+
+    async def report_progress(self, executor: str, job_id: str, progress: Progress) -> bool:
+        with self.state.lock:
+            job = self.state.record(job_id)
+            if job is None or job.status != JobStatus.EXECUTING:
+                return False
+            if (job.executor, job.tries) != (executor, progress.tries):
+                return False
+            # Through JSON, as the Redis store keeps it: readers see the same values.
+            job.progress = codec.progress_from_json(codec.progress_json(progress))
+            return True
+
+    # Cancelling.
+
+    async def cancel(self, job_id: str, at: float, results_ttl: float) -> JobStatus:
+        s = self.state
+        with s.lock:
+            for gone in [j for j, until in s.cancels.items() if until <= _ms(at)]:
+                del s.cancels[gone]
+            return s.cancel(job_id, _ms(at), _ms(results_ttl))
+
+    async def cancelled(self, executor: str, within: float) -> list[str]:
+        s = self.state
+        return await self._until(
+            lambda: s.notices.pop(executor, []),
+            lambda: s.notice_waiters.setdefault(executor, []),
+            within,
+        )
 
     # Executors.
 
@@ -425,6 +490,7 @@ class MemoryJobStore(JobStore):
                 return False
             if s.holds(executor):
                 return False
+            s.notices.pop(executor, None)
             return s.registry.pop(executor, None) is not None
 
     # Looking.
@@ -457,25 +523,14 @@ class MemoryJobStore(JobStore):
             executor=job.executor,
             error=_stored(job.error),
             result=result,
+            progress=job.progress,
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
         s = self.state
-        deadline = time.monotonic() + max(0.001, within)
-        while True:
-            with s.lock:
-                item = s.result(job_id)
-            left = deadline - time.monotonic()
-            if item is not None or left <= 0:
-                return item
-
-            def register(waiter: _Waiter) -> bool:
-                if s.result(job_id) is not None:
-                    return False
-                s.result_waiters.setdefault(job_id, []).append(waiter)
-                return True
-
-            await self._wait(register, left)
+        return await self._until(
+            lambda: s.result(job_id), lambda: s.result_waiters.setdefault(job_id, []), within
+        )
 
     async def counts(self, now: float) -> QueueCounts:
         s = self.state
@@ -487,6 +542,7 @@ class MemoryJobStore(JobStore):
                 dead=len(s.dead),
                 results=sum(1 for until in s.kept.values() if until > _ms(now)),
                 next_due=min(s.schedule.values()) / 1000 if s.schedule else None,
+                cancelled=sum(1 for until in s.cancels.values() if until > _ms(now)),
             )
 
     # Dead letters.
@@ -512,6 +568,7 @@ class MemoryJobStore(JobStore):
                 job.tries = 0
                 job.replayed = _ms(now)
                 job.error = job.started = job.finished = job.executor = job.due = None
+                job.progress = None
                 s.results.pop(letter.id, None)
                 s.kept.pop(letter.id, None)
                 s.push(letter.id)

@@ -168,6 +168,12 @@ class Definitions:
             JOB,
             registry=r,
         )
+        self.cancelled = Counter(
+            "runnel_jobs_cancelled_total",
+            "Jobs this worker had taken that were cancelled (stopped, or never started).",
+            JOB,
+            registry=r,
+        )
         self.run_time = Histogram(
             "runnel_job_run_seconds",
             "Run time of a job try.",
@@ -181,6 +187,9 @@ class Definitions:
         )
         self.executing = self._queue_gauge("runnel_jobs_executing", "Jobs taken by workers.")
         self.dead_letters = self._queue_gauge("runnel_jobs_dead_letters", "Dead letters kept.")
+        self.cancelled_kept = self._queue_gauge(
+            "runnel_jobs_cancelled_kept", "Cancelled jobs kept (for results_ttl after the cancel)."
+        )
 
     def _queue_gauge(self, name: str, doc: str) -> Gauge:
         return Gauge(

@@ -140,6 +140,7 @@ class WorkerMetrics:
             self._add(d.succeeded, labels, job.succeeded)
             self._add(d.retried, labels, job.retried)
             self._add(d.dead, labels, job.dead)
+            self._add(d.cancelled, labels, job.cancelled)
             self._add_buckets(d.run_time, labels, job.timings)
         for (of, name), count in list(stats.enqueued.items()):
             if of == app:
@@ -196,6 +197,7 @@ class WorkerMetrics:
                 d.scheduled.labels(self.app).set(counts.scheduled)
                 d.executing.labels(self.app).set(counts.executing)
                 d.dead_letters.labels(self.app).set(counts.dead)
+                d.cancelled_kept.labels(self.app).set(counts.cancelled)
 
     async def _sample_backlog(self, executor: Executor) -> None:
         """Lag, pending and lost of the partitions this worker owns (a round trip each)."""

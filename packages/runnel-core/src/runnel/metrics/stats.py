@@ -110,13 +110,15 @@ class ProcessorStats:
 class JobStats:
     """One job function's outcomes in this process."""
 
-    __slots__ = ("dead", "retried", "started", "succeeded", "timings")
+    __slots__ = ("cancelled", "dead", "retried", "started", "succeeded", "timings")
 
     def __init__(self) -> None:
         self.started = 0
         self.succeeded = 0
         self.retried = 0
         self.dead = 0
+        self.cancelled = 0
+        """Jobs taken here and stopped (or never started) because they were cancelled."""
         self.timings = Timings(JOB_BUCKETS)
 
     def finished(self, kind: str, seconds: float | None = None) -> None:

@@ -27,6 +27,7 @@ from runnel.jobs.model import (
     JobStatus,
     NewJob,
     Outcome,
+    Progress,
     QueueCounts,
 )
 
@@ -88,6 +89,11 @@ class JobStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def report_progress(self, executor: str, job_id: str, progress: Progress) -> bool:
+        """Keep ``progress`` with the job, if ``executor`` still runs its try
+        ``progress.tries``; False (nothing kept) if not: it was cancelled or taken back."""
+
+    @abc.abstractmethod
     async def promote_due(self, now: float, limit: int) -> int:
         """Move up to ``limit`` scheduled jobs due by ``now`` onto the queue; how many moved."""
 
@@ -118,6 +124,25 @@ class JobStore(abc.ABC):
     async def leave(self, executor: str) -> None:
         """A stopping executor: drop its heartbeat, and forget it if it holds nothing
         (else others take its deliveries back, as from one that died)."""
+
+    # Cancelling.
+
+    @abc.abstractmethod
+    async def cancel(self, job_id: str, at: float, results_ttl: float) -> JobStatus:
+        """Cancel the job unless it has ended, in one atomic step; return the status it had.
+
+        SENT or RETRY (queued or scheduled): it leaves the queue or schedule and will never
+        be taken. EXECUTING: its delivery ends here, so the worker's own outcome is then
+        refused, and the executor running it is told (:meth:`cancelled`). Either way the
+        status becomes CANCELLED (``finished`` = ``at``), the result item (if the job keeps
+        results) says so, and both expire after ``results_ttl``. A job that ended (SUCCESS,
+        DEAD, CANCELLED) is left as it is; UNKNOWN means there is no such job.
+        """
+
+    @abc.abstractmethod
+    async def cancelled(self, executor: str, within: float) -> list[str]:
+        """The ids of jobs cancelled while ``executor`` ran them, each told once; wait up
+        to ``within`` seconds for one if there is none yet."""
 
     # Looking.
 

@@ -219,6 +219,17 @@ function count(label, value, extra, alarm) {
   );
 }
 
+function progressBar(fraction) {
+  // Whole percent, rounded down: 100% only once the job says it is all done.
+  const pct = Math.floor(fraction * 100 + 1e-9);
+  return el(
+    "span",
+    { class: "bar", title: `${pct}%` },
+    el("span", { class: "fill", style: `width: ${pct}%` }),
+    el("span", { class: "pct" }, `${pct}%`),
+  );
+}
+
 async function act(action, id) {
   const verb = action === "replay" ? "Enqueue again" : "Delete for good";
   if (!window.confirm(`${verb} the dead job ${id}?`)) return;
@@ -246,6 +257,7 @@ function drawJobs(state) {
     count("executing", q.executing),
     count("scheduled", q.scheduled, q.next_due ? `next ${ago(q.next_due, state.now)}` : ""),
     count("dead", q.dead, "", q.dead > 0),
+    count("cancelled", q.cancelled),
     count("results", q.results),
   );
   const executors = q.executors.length
@@ -280,6 +292,24 @@ function drawJobs(state) {
         ),
       )
     : el("p", { class: "empty" }, "no timers or crontabs");
+  const running = state.running.length
+    ? table(
+        [["job id"], ["name"], ["started"], ["try", "num"], ["progress"], ["message"], ["executor"]],
+        state.running.map((r) =>
+          el(
+            "tr",
+            { class: "running-job", "data-id": r.id },
+            el("td", { class: "mono" }, r.id),
+            el("td", {}, r.name),
+            el("td", {}, ago(r.started, state.now)),
+            el("td", { class: "num" }, r.tries),
+            el("td", { class: "progress" }, r.progress ? progressBar(r.progress.fraction) : "-"),
+            el("td", { class: "message" }, r.progress ? r.progress.message : ""),
+            el("td", { class: "mono" }, r.executor ?? "?"),
+          ),
+        ),
+      )
+    : el("p", { class: "empty" }, "no job running");
   const headers = [["died"], ["job id"], ["name"], ["last error"]];
   if (actions) headers.push([""]);
   const dead = state.dead.length
@@ -311,6 +341,8 @@ function drawJobs(state) {
     counts,
     el("h3", {}, "Executors"),
     executors,
+    el("h3", {}, "Running jobs", el("span", { class: "sub" }, q.executing > state.running.length ? `, ${state.running.length} shown` : "")),
+    running,
     el("h3", {}, "Schedule"),
     schedule,
     el("h3", {}, "Dead letters", el("span", { class: "sub" }, more)),

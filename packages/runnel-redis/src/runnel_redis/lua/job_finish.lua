@@ -9,7 +9,7 @@
 --   s(uccess): a = result item ('' keeps none)
 --   r(etry):   a = due (ms), b = error (JSON)
 --   d(ead):    a = result item telling the failure ('' keeps none), b = error (JSON)
---   q(ueue):   back to the queue as it was; a = '1' takes back the counted try
+--   q(ueue):   back to the queue as it was (a new entry); a = '1' takes back the counted try
 -- A delivery that is no longer pending (taken back, or finished already) is refused.
 -- Returns the job ids refused.
 local refused = {}
@@ -64,7 +64,7 @@ for i = 6, #ARGV, 6 do
           redis.call('HSET', key, 'status', tries > 0 and 'RETRY' or 'SENT')
           redis.call('HDEL', key, 'started', 'executor')  -- of the try taken back
         end
-        redis.call('XADD', queue, '*', 'id', id)
+        redis.call('HSET', key, 'entry', redis.call('XADD', queue, '*', 'id', id))
       end
     end
   end

@@ -8,11 +8,11 @@ for i = 3, #ARGV, 2 do
     local id = ARGV[i + 1]
     local key = ARGV[1] .. 'job.' .. id
     if redis.call('EXISTS', key) == 1 then
-      redis.call('HSET', key, 'status', 'SENT', 'tries', 0, 'replayed', ARGV[2])
-      redis.call('HDEL', key, 'error', 'started', 'finished', 'executor', 'due')
+      redis.call('HDEL', key, 'error', 'started', 'finished', 'executor', 'due', 'progress')
       redis.call('DEL', ARGV[1] .. 'result.' .. id)
       redis.call('ZREM', KEYS[3], id)
-      redis.call('XADD', KEYS[1], '*', 'id', id)
+      redis.call('HSET', key, 'status', 'SENT', 'tries', 0, 'replayed', ARGV[2],
+        'entry', redis.call('XADD', KEYS[1], '*', 'id', id))
       n = n + 1
     end
   end

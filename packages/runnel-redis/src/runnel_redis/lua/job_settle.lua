@@ -18,7 +18,8 @@ for i = 8, #ARGV, 3 do
     redis.call('HSET', key, 'name', ARGV[2], 'status', 'SENT', 'payload', ARGV[i + 1],
       'codec', ARGV[5], 'retries', ARGV[6], 'results', ARGV[7], 'tries', 0,
       'created', ARGV[i + 2])
-    redis.call('XADD', KEYS[2], '*', 'id', id)
+    -- its queue entry named in the job, so that a cancel can delete it
+    redis.call('HSET', key, 'entry', redis.call('XADD', KEYS[2], '*', 'id', id))
   end
 end
 return {1, ARGV[4]}

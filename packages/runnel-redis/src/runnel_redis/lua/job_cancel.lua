@@ -1,0 +1,36 @@
+-- Cancel a job unless it has ended, in one step: a job finishing at the same moment ends
+-- either with its own outcome (recorded first: the cancel changes nothing) or CANCELLED
+-- (cancelled first: its delivery is acknowledged here, so job_finish refuses the outcome).
+-- Queued: its entry is deleted. Scheduled: it leaves the schedule. Running: its entry is
+-- acknowledged and deleted, and its id is pushed onto the notices of the executor running
+-- it, which cancels it there.
+-- KEYS[1] queue stream, KEYS[2] schedule, KEYS[3] cancelled index, KEYS[4] the job's hash.
+-- ARGV[1] key prefix, ARGV[2] group, ARGV[3] job id, ARGV[4] now (ms), ARGV[5] ttl (ms).
+-- Returns the status the job had ('UNKNOWN' if there is none).
+local h = redis.call('HMGET', KEYS[4], 'status', 'entry', 'executor', 'results')
+local status = h[1]
+if not status then return 'UNKNOWN' end
+if status == 'SUCCESS' or status == 'DEAD' or status == 'CANCELLED' then return status end
+local prefix, id, now, ttl = ARGV[1], ARGV[3], ARGV[4], tonumber(ARGV[5])
+redis.call('ZREM', KEYS[2], id)
+if h[2] then
+  local held = redis.call('XACK', KEYS[1], ARGV[2], h[2])
+  redis.call('XDEL', KEYS[1], h[2])
+  if held == 1 and status == 'EXECUTING' and h[3] then
+    local notices = prefix .. 'cancel.' .. h[3]
+    redis.call('RPUSH', notices, id)
+    redis.call('PEXPIRE', notices, 86400000)  -- a day, should the executor never read them
+  end
+end
+redis.call('HSET', KEYS[4], 'status', 'CANCELLED', 'finished', now)
+redis.call('HDEL', KEYS[4], 'due', 'entry')
+redis.call('PEXPIRE', KEYS[4], ttl)
+if h[4] == '1' then
+  local rkey = prefix .. 'result.' .. id
+  redis.call('DEL', rkey)
+  redis.call('RPUSH', rkey, 'c')
+  redis.call('PEXPIRE', rkey, ttl)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('ZADD', KEYS[3], tonumber(now) + ttl, id)
+return status
