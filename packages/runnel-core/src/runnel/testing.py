@@ -35,7 +35,6 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Coroutine,
-    Iterable,
     Iterator,
     Mapping,
     Sequence,
@@ -52,6 +51,7 @@ from runnel.record import Record
 from runnel.runtime.worker import Worker
 from runnel.store.backend import admin_of
 from runnel.store.log import PartitionId
+from runnel.testlog import Failure, FailureLog
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -91,53 +91,9 @@ class WorkerHalted(RunnelError, AssertionError):
     it could not run); the processor's exception, if any, is the ``__cause__``."""
 
 
-@dataclass(frozen=True)
-class Failure:
-    """A processor raised: where, and the exception (under any exception policy)."""
-
-    processor: str
-    stream: str
-    partition: int
-    entry_id: str | None
-    exception: BaseException
-    message: str
-    """The worker's log line about it (what it did: retried, ignored, quarantined, halted)."""
-
-
 def memory_url() -> str:
     """A fresh in-memory store's URL: nothing else in the process uses this name."""
     return f"memory://test-{uuid.uuid4().hex[:12]}"
-
-
-class _Failures(logging.Handler):
-    """Keeps the failures the app's processors report (the consumer logs each one, with
-    the exception and where it happened)."""
-
-    def __init__(self, processors: Iterable[str]) -> None:
-        super().__init__(logging.DEBUG)
-        self.processors = set(processors)
-        self.caught: list[Failure] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        name = getattr(record, "processor", None)
-        if name not in self.processors:
-            return
-        exception = record.exc_info[1] if record.exc_info else None
-        if exception is None:  # a retry's line names the exception among its arguments
-            args = record.args if isinstance(record.args, tuple) else ()
-            exception = next((a for a in args if isinstance(a, BaseException)), None)
-        if exception is None:
-            return
-        self.caught.append(
-            Failure(
-                processor=str(name),
-                stream=str(getattr(record, "stream", "")),
-                partition=int(getattr(record, "partition", -1)),
-                entry_id=getattr(record, "entry_id", None),
-                exception=exception,
-                message=record.getMessage(),
-            )
-        )
 
 
 @dataclass
@@ -157,7 +113,7 @@ class TestRun:
         app: App,
         url: str,
         processors: Mapping[str, Processor],
-        failures: _Failures,
+        failures: FailureLog,
         wait: float,
     ) -> None:
         self.app = app
@@ -512,7 +468,7 @@ async def run(
     processors_run = {
         p.id: dataclasses.replace(p, **timing) if timing else p for p in app.processors.values()
     }
-    failures = _Failures(p.name for p in processors_run.values())
+    failures = FailureLog(p.name for p in processors_run.values())
     logger = logging.getLogger("runnel.consumer")
     logger.addHandler(failures)
     async with _pointed(app, url, overrides):

@@ -12,15 +12,13 @@ MOVED and ASK for each call. docs/cluster.md says what works and what does not y
 from __future__ import annotations
 
 import asyncio
-import functools
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
@@ -31,6 +29,24 @@ from runnel.store.synclog import SyncLog
 from runnel.text import runs
 from runnel.urls import redact
 from runnel_redis import scripts
+from runnel_redis.cluster_calls import (
+    ClusterScript,
+)
+from runnel_redis.cluster_calls import (
+    eval_call as _eval,
+)
+from runnel_redis.cluster_calls import (
+    pairs as _pairs,
+)
+from runnel_redis.cluster_calls import (
+    pipelined as _pipelined,
+)
+from runnel_redis.cluster_calls import (
+    raise_first as _raise_first,
+)
+from runnel_redis.cluster_calls import (
+    then_wait as _then_wait,
+)
 from runnel_redis.cluster_log import ClusterLog
 from runnel_redis.coordination import (
     CAP,
@@ -71,112 +87,6 @@ over more looks every :data:`_POLL` seconds instead."""
 _WATCH_CONNECTIONS = 1024
 """Connections per node for blocking reads (their own client, so that they never take
 the connections the other calls need); a bound, not a pool kept open."""
-
-
-class ClusterScript:
-    """A Lua script on a cluster: EVALSHA routed by its keys (all of one slot), EVAL
-    when that node does not know it yet (each master has its own script cache)."""
-
-    def __init__(self, client: RedisCluster, text: str) -> None:
-        self.client = client
-        self.text = text
-        self.sha = _sha(text)
-
-    async def __call__(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        try:
-            return await self.client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return await self.client.execute_command("EVAL", self.text, len(keys), *keys, *args)
-
-    def queue(self, pipe: Any, keys: Sequence[Any], args: Sequence[Any]) -> None:
-        """Add a call to a pipeline (as EVAL: a pipeline cannot retry a NOSCRIPT alone)."""
-        pipe.execute_command("EVAL", self.text, len(keys), *keys, *args)
-
-
-async def _pipelined(client: RedisCluster, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """Run commands as one pipeline (grouped by node, nodes in parallel); replies in
-    order, an error reply as its exception.
-
-    Scripts (:func:`_eval`) go as ``EVALSHA``; the ones a node does not know yet come
-    back ``NOSCRIPT`` without having run, and are sent again as ``EVAL`` (which leaves
-    the script in that node's cache), so the text crosses the network once per node."""
-    if not calls:
-        return []
-    replies = await _pipeline(client, [_by_sha(call) for call in calls])
-    again = [n for n, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if again:
-        for n, reply in zip(again, await _pipeline(client, [calls[n] for n in again]), strict=True):
-            replies[n] = reply
-    return replies
-
-
-async def _pipeline(client: RedisCluster, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """A call may end with a dict of options for redis-py (``target_nodes``)."""
-    async with client.pipeline() as pipe:
-        for call in calls:
-            if call and isinstance(call[-1], dict):
-                pipe.execute_command(*call[:-1], **call[-1])
-            else:
-                pipe.execute_command(*call)
-        return list(await pipe.execute(raise_on_error=False))
-
-
-@functools.cache
-def _pairs(flat: Sequence[Any]) -> dict[Any, Any]:
-    """A flat reply (field, value, field, value, ...) as a dict."""
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()
-
-
-def _eval(text: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
-    return ("EVAL", text, len(keys), *keys, *args)
-
-
-def _by_sha(call: tuple[Any, ...]) -> tuple[Any, ...]:
-    """An ``EVAL`` call as ``EVALSHA``; any other command as it is."""
-    if call[0] != "EVAL":
-        return call
-    return ("EVALSHA", _sha(call[1]), *call[2:])
-
-
-async def _then_wait(
-    client: RedisCluster,
-    node: ClusterNode,
-    calls: Sequence[tuple[Any, ...]],
-    replicas: int,
-    timeout_ms: int,
-) -> tuple[list[Any], int]:
-    """Writes on one master, then ``WAIT`` in the same pipeline (so on the connection that
-    wrote: WAIT counts the replicas holding that connection's writes). The replies, and
-    how many replicas acknowledged (the fewer of the two rounds when scripts the node did
-    not know had to be sent again)."""
-
-    async def attempt(batch: Sequence[tuple[Any, ...]]) -> tuple[list[Any], int]:
-        async with client.pipeline() as pipe:
-            for call in batch:
-                pipe.execute_command(*call, target_nodes=node)
-            pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=node)
-            got = list(await pipe.execute(raise_on_error=False))
-        wait = got.pop()
-        return got, wait if isinstance(wait, int) else 0
-
-    replies, acked = await attempt([_by_sha(call) for call in calls])
-    again = [n for n, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if again:
-        retried, acked_again = await attempt([calls[n] for n in again])
-        for n, reply in zip(again, retried, strict=True):
-            replies[n] = reply
-        acked = min(acked, acked_again)
-    return replies, acked
-
-
-def _raise_first(replies: Sequence[Any]) -> None:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
 
 
 @guarded
