@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
+from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.store.coordination import ReadResult
 from runnel.store.log import Fields, PartitionId, Position
 from runnel.store.state import Commit
@@ -557,7 +558,9 @@ class ClusterCoordination(RedisCoordination):
         return sum(int(n) for n in replies)
 
 
-_JOB_SCRIPTS = "_enqueue _take _finish _promote _abandoned _forget _replay _purge".split()
+_JOB_SCRIPTS = (
+    "_enqueue _take _take_queues _finish _promote _abandoned _forget _replay _purge".split()
+)
 
 
 @guarded
@@ -584,6 +587,7 @@ class ClusterJobStore(RedisJobStore):
                 job.codec,
                 job.retries,
                 1 if job.results else 0,
+                "" if job.queue == DEFAULT_QUEUE else job.queue,
             )
         if not self.wait_replicas:
             added = await self._enqueue(self._queue_keys, args)

@@ -9,6 +9,7 @@ from typing import Any
 from runnel.admin.declarations import Declarations
 from runnel.jobs import codec
 from runnel.jobs.model import ExecutorState, JobRecord, QueueCounts
+from runnel.jobs.queues import declared_queues
 
 
 def iso(seconds: float | None) -> str | None:
@@ -40,8 +41,27 @@ def info_report(
         "next_due": iso(counts.next_due),
         "dead": counts.dead,
         "results": counts.results,
+        "queues": {
+            name: {
+                "queued": c.queued,
+                "executing": c.executing,
+                "scheduled": c.scheduled,
+                "next_due": iso(c.next_due),
+                "dead": c.dead,
+            }
+            for name, c in queue_counts(app, counts).items()
+        },
         "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
     }
+
+
+def queue_counts(app: Declarations, counts: QueueCounts) -> dict[str, QueueCounts]:
+    """The counts of each queue: those the app declares, in the order declared (empty
+    ones too), then any other the store holds (jobs of another app's code), by name."""
+    empty = QueueCounts(0, 0, 0, 0, 0)
+    declared = {name: counts.queues.get(name, empty) for name in declared_queues(app.jobs.values())}
+    others = {name: counts.queues[name] for name in sorted(counts.queues) if name not in declared}
+    return declared | others
 
 
 async def jobs_report(app: Declarations) -> dict[str, Any]:
@@ -55,6 +75,7 @@ def describe_job(record: JobRecord) -> dict[str, Any]:
     report: dict[str, Any] = {
         "id": record.id,
         "name": record.name,
+        "queue": record.queue,
         "status": str(record.status),
         "tries": record.tries,
         "retries": record.retries,

@@ -6,7 +6,8 @@ Read top to bottom, :meth:`JobExecutor.run` is its whole life:
                                          a stop meanwhile ends the executor at once)
     until stopped, concurrently:
         fetcher      two lanes, each taking up to half the free slots' worth of jobs
-                     (marked EXECUTING as they are taken), one task per job
+                     (marked EXECUTING as they are taken), one task per job, from the
+                     queues chosen, as the picker shares them out (runnel.jobs.queues)
         finisher     record outcomes in batches: each with the job's removal, atomically
         heartbeat    every timeout/3: say we are alive (and what we run)
         scheduler    every schedule interval: move due jobs (countdown, retries) to the queue
@@ -40,7 +41,9 @@ from runnel.exceptions import DecodeError, TransportError, UnknownPlugin
 from runnel.jobs import codec
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
+from runnel.jobs.finisher import Finisher
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
+from runnel.jobs.queues import DEFAULT_QUEUE, Picker, QueueSelection
 from runnel.metrics.stats import JobsStats
 from runnel.runtime.retry import (
     BLOCK_CAP_MS,
@@ -87,8 +90,11 @@ class JobExecutor:
         worker: str = "",
         app: str = "",
         stats: JobsStats | None = None,
+        queues: QueueSelection | None = None,
     ) -> None:
         self.jobs = dict(jobs)
+        self.queues = queues or QueueSelection((DEFAULT_QUEUE,))
+        self.picker = Picker(self.queues)
         self.stats = stats or JobsStats()
         self.store = store
         self.settings = settings
@@ -130,7 +136,10 @@ class JobExecutor:
     async def run(self) -> None:
         try:
             for step, what in (
-                (self.store.prepare, "preparing the job queue"),
+                (
+                    functools.partial(self.store.prepare, self.queues.names),
+                    "preparing the job queue",
+                ),
                 (self._beat, "registering the job executor"),
             ):
                 await until_stopped(retrying(step, what), self._stopping)
@@ -139,10 +148,11 @@ class JobExecutor:
             log.info("job executor %s stopped before it started", self.id)
             return
         log.info(
-            "job executor %s running %s (concurrency %d)",
+            "job executor %s running %s (concurrency %d, queues %s)",
             self.id,
             ", ".join(sorted(self.jobs)) or "no jobs",
             self.settings.concurrency,
+            self.queues.describe(),
         )
         try:
             async with asyncio.TaskGroup() as tg:
@@ -217,8 +227,9 @@ class JobExecutor:
                 await self._slot.wait()
                 continue
             self._held += want  # reserved while asking, so the other lane asks for the rest
+            plan = self.picker.plan(want)
             try:
-                taken = await self.store.take(self.id, want, BLOCK_CAP_MS, self.clock)
+                taken = await self.store.take(self.id, want, BLOCK_CAP_MS, self.clock, plan)
             except TransportError as exc:
                 self._held -= want
                 reraise_if_cancelled(exc)
@@ -228,6 +239,7 @@ class JobExecutor:
             finally:
                 self._slot.set()  # the other lane may ask for what this one did not get
             self._held -= want - len(taken)
+            self.picker.taken(plan, taken)
             backoff.reset()
             if self._stopping.is_set():
                 # Taken as we were told to stop: straight back, as they were.
@@ -415,6 +427,7 @@ class JobExecutor:
             "pid": os.getpid(),
             "worker": self.worker,
             "concurrency": self.settings.concurrency,
+            "queues": str(self.queues),
             "running": self.running,
             "done": self.done,
             "failed": self.failed,
@@ -494,90 +507,6 @@ class JobExecutor:
             return Outcome("retry", a.ticket, a.id, now, error=error, due=now + delay)
         log.error("job %s %s: its worker died on its last try; it is DEAD", a.name, a.id)
         return self._dead(a, error, result=a.results)
-
-
-class Finisher:
-    """Records outcomes in batches: while one batch is being sent, the next gathers
-    (group commit), so jobs never wait on each other's bookkeeping. One batch is in
-    flight at a time; a failed send is tried again with backoff."""
-
-    def __init__(self, store: JobStore, executor: str, results_ttl: float) -> None:
-        self.store = store
-        self.executor = executor
-        self.results_ttl = results_ttl
-        self._pending: list[Outcome] = []
-        self._sending: list[Outcome] = []
-        self._wake = asyncio.Event()
-        self._closing = False
-
-    def add(self, outcome: Outcome) -> None:
-        self._pending.append(outcome)
-        self._wake.set()
-
-    def close(self) -> None:
-        """Return from :meth:`run` once everything added so far is recorded."""
-        self._closing = True
-        self._wake.set()
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    def tickets(self) -> set[bytes]:
-        """The deliveries whose outcome is waiting or being sent."""
-        return {o.ticket for o in self._pending} | {o.ticket for o in self._sending}
-
-    async def last_chance(self, within: float = 1.0) -> None:
-        """Stopped at once (a second signal): one quick try to record what is pending, so
-        that jobs cancelled mid-run go back uncounted rather than wait for recovery."""
-        if not self._pending:
-            return
-        batch, self._pending = self._pending, []
-        try:
-            async with asyncio.timeout(within):
-                await self.store.finish(self.executor, batch, self.results_ttl)
-        except (TransportError, TimeoutError, asyncio.CancelledError) as exc:
-            log.warning(
-                "%d job outcomes were not recorded (%r); their jobs are taken back once this "
-                "worker's heartbeat expires",
-                len(batch),
-                exc,
-            )
-
-    async def run(self) -> None:
-        backoff = Backoff()
-        while True:
-            reraise_if_cancelled()
-            if not self._pending:
-                if self._closing:
-                    return
-                await self._wake.wait()
-                self._wake.clear()
-                continue
-            batch, self._pending = self._pending, []
-            self._sending = batch
-            try:
-                refused = await self.store.finish(self.executor, batch, self.results_ttl)
-            except asyncio.CancelledError:
-                # Stopped at once mid-send: whether it landed is unknown, so the batch
-                # stays pending for last_chance (a late outcome is refused by its ticket).
-                self._pending = batch + self._pending
-                raise
-            except TransportError as exc:
-                reraise_if_cancelled(exc)
-                self._pending = batch + self._pending
-                outage.failed(f"recording {len(batch)} job outcomes", exc)
-                await backoff.sleep()
-                continue
-            finally:
-                self._sending = []
-            backoff.reset()
-            for job_id in refused:
-                log.warning(
-                    "job %s was taken back from this worker while it ran (presumed dead); "
-                    "its outcome here is dropped",
-                    job_id,
-                )
 
 
 def _error_info(exc: BaseException) -> ErrorInfo:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from runnel.exceptions import RunnelError
+from runnel.jobs.queues import DEFAULT_QUEUE
 
 
 @enum.unique
@@ -100,6 +101,8 @@ class NewJob:
     created: float
     due: float | None = None
     """When to run it; ``None`` means now (straight onto the queue, not the schedule)."""
+    queue: str = DEFAULT_QUEUE
+    """The queue it goes to (its declaration's ``queue=``)."""
 
 
 @dataclass(slots=True)
@@ -116,6 +119,8 @@ class Delivery:
     """Tries started so far, this one included."""
     retries: int
     results: bool
+    queue: str = DEFAULT_QUEUE
+    """The queue it was taken from."""
 
 
 OutcomeKind = Literal["success", "retry", "dead", "release"]
@@ -178,6 +183,7 @@ class JobRecord:
     error: ErrorInfo | None = None
     result: bytes | None = None
     """The stored result item, as :func:`runnel.jobs.codec.decode_result` reads it."""
+    queue: str = DEFAULT_QUEUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +196,8 @@ class DeadLetter:
     error: str
     at: float
     """When it died."""
+    queue: str = DEFAULT_QUEUE
+    """The queue it was in (a replay puts it back there)."""
 
 
 @dataclass(slots=True)
@@ -203,6 +211,8 @@ class ExecutorState:
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
+    """The counts of the job queue; ``queues`` breaks them down by named queue."""
+
     queued: int
     """Waiting in the queue (due now, not taken yet)."""
     executing: int
@@ -213,3 +223,6 @@ class QueueCounts:
     results: int
     """Results stored and not yet expired."""
     next_due: float | None = None
+    queues: dict[str, QueueCounts] = field(default_factory=dict, compare=False)
+    """Per queue (every queue that holds or held jobs, the default one always): its
+    queued, executing, scheduled, dead and next_due (``results`` 0: kept per app)."""

@@ -14,7 +14,8 @@ from runnel.metrics.stats import EVENT_BUCKETS, JOB_BUCKETS
 
 PARTITION = ("app", "processor", "stream", "partition")
 PROCESSOR = ("app", "processor", "stream")
-JOB = ("app", "job")
+JOB = ("app", "job", "queue")
+QUEUE = ("app", "queue")
 TABLE = ("app", "processor", "stream", "table")
 APP = ("app",)
 
@@ -179,7 +180,7 @@ class Definitions:
         return Gauge(
             name,
             f"{doc} Sampled by the leader.",
-            APP,
+            QUEUE,
             multiprocess_mode="livemostrecent",
             registry=self.registry,
         )

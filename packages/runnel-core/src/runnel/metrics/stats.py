@@ -26,8 +26,8 @@ SAMPLE_EVERY = 16
 ``take()``): two clock readings and a bucket per event would cost a few percent of the
 per-event throughput, a sample costs nothing measurable and shows the same distribution."""
 
-enqueued: Counter[tuple[str, str]] = Counter()
-"""Jobs enqueued by this process, by (app, job name): counted where ``delay()`` runs."""
+enqueued: Counter[tuple[str, str, str]] = Counter()
+"""Jobs enqueued by this process, by (app, job name, queue): counted where ``delay()`` runs."""
 
 
 class Timings:
