@@ -6,6 +6,10 @@ too) which runs until the test sets its gate key. Every job RPUSHes ``{queue}:{n
 the list ``runs`` as it starts, so the order in which a worker started them is read back
 from Redis. Jobs are enqueued before the worker starts, so every queue has jobs ready
 from its first take. Nothing is asserted on how long anything took.
+
+Only ``redis_url`` says where Redis is: the test reads Redis through a client that also
+speaks Redis Cluster and names keys by the key layout of that URL, so
+tests/redis_cluster/ runs these tests again on a cluster.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import redis
 
+from runnel_redis.layout import KeyLayout, layout_for
 from tests.support.metrics_scrape import free_port, scrape, total
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+from tests.support.worker_cluster import client_for
 
 MODULE = "queuesapp"
 TARGET = f"{MODULE}:app"
@@ -79,7 +84,8 @@ class Project:
         self.dir = directory
         self.app_name = app_name
         self.redis_url = redis_url
-        self.client = redis.Redis.from_url(redis_url)
+        self.client = client_for(redis_url)
+        self.layout: KeyLayout = layout_for(redis_url)
         self.workers: list[WorkerProcess] = []
         self.stopped: list[WorkerProcess] = []
         name = f"{MODULE}_{app_name}"
@@ -147,7 +153,10 @@ class Project:
         return json.loads(done.stdout)
 
     def executors(self) -> int:
-        return len(self.client.hkeys(f"__jobs:{self.app_name}.executors"))
+        return len(self.client.hkeys(self.layout.job_executors(self.app_name)))
+
+    def status(self, job_id: str) -> bytes | None:
+        return self.client.hget(self.layout.job(self.app_name, job_id), "status")
 
 
 @pytest.fixture
@@ -247,7 +256,7 @@ def test_a_worker_takes_only_its_queues_and_info_counts_per_queue(project: Proje
     project.client.set("gate:g1", 1)
     assert project.stop(worker) == 0
     assert not [r for r in project.runs() if r.startswith("critical")]
-    assert project.client.hget(f"__jobs:{project.app_name}.job.{critical[0]}", "status") == b"SENT"
+    assert project.status(critical[0]) == b"SENT"
     # A worker of the critical queue runs them (the scheduled one stays scheduled).
     other = project.worker("--queues", "critical")
     runs = project.wait_runs(11)
@@ -255,15 +264,34 @@ def test_a_worker_takes_only_its_queues_and_info_counts_per_queue(project: Proje
         f"critical:{n}" for n in range(5)
     )
     assert project.stop(other) == 0
-    assert project.client.hget(f"__jobs:{project.app_name}.job.{later}", "status") == b"SENT"
+    assert project.status(later) == b"SENT"
 
 
 def test_without_queues_a_worker_takes_every_declared_queue(project: Project) -> None:
+    """Equal shares; and the default queue's keys are those of Runnel before queues: a
+    job stored there as an older version stored it (no queue in its record) runs too."""
     for job in ("batch", "normal", "urgent"):
         project.enqueue(job, 3)
+    old = project.layout.job(project.app_name, "from-before")
+    project.client.hset(
+        old,
+        mapping={
+            "name": "normal",
+            "status": "SENT",
+            "payload": b'{"args":[3]}',
+            "codec": "json",
+            "retries": 3,
+            "results": 1,
+            "tries": 0,
+            "created": 1,
+        },
+    )
+    project.client.xadd(project.layout.job_queue(project.app_name), {"id": "from-before"})
     worker = project.worker("--concurrency", "1")
-    runs = project.wait_runs(9)
-    assert Counter(r.split(":")[0] for r in runs) == {"critical": 3, "default": 3, "bulk": 3}
+    runs = project.wait_runs(10)
+    assert Counter(r.split(":")[0] for r in runs) == {"critical": 3, "default": 4, "bulk": 3}
+    assert "default:3" in runs
+    wait_for(lambda: project.status("from-before") == b"SUCCESS", HANG)
     assert project.stop(worker) == 0
     assert "queues critical=1,default=1,bulk=1 (weighted)" in worker.output
 
