@@ -47,8 +47,7 @@ runnel acl MODULE:APP                                   # the ACL SETUSER rules 
 """The ``runnel`` lines of API.md's code blocks, as written there."""
 
 NOT_BUILT_YET = {
-    # API.md's "Job workflows and control": queues, cancelling, ACL rules.
-    ("worker",): "--queues",
+    # API.md's "Job workflows and control": cancelling, ACL rules.
     ("jobs", "cancel"): None,
     ("acl",): None,
 }

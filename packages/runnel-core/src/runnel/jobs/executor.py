@@ -148,11 +148,11 @@ class JobExecutor:
             log.info("job executor %s stopped before it started", self.id)
             return
         log.info(
-            "job executor %s running %s (concurrency %d, queues %s)",
+            "job executor %s running %s (concurrency %d%s)",
             self.id,
             ", ".join(sorted(self.jobs)) or "no jobs",
             self.settings.concurrency,
-            self.queues.describe(),
+            "" if self.picker.plain else f", queues {self.queues.describe()}",
         )
         try:
             async with asyncio.TaskGroup() as tg:
