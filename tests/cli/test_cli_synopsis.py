@@ -47,8 +47,7 @@ runnel acl MODULE:APP                                   # the ACL SETUSER rules 
 """The ``runnel`` lines of API.md's code blocks, as written there."""
 
 NOT_BUILT_YET = {
-    # API.md's "Job workflows and control": queues, ACL rules.
-    ("worker",): "--queues",
+    # API.md's "Job workflows and control": ACL rules.
     ("acl",): None,
 }
 """Commands (None) and flags that API.md promises for later work. Each must still be

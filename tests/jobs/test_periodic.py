@@ -196,14 +196,15 @@ async def test_a_periodic_job_can_still_be_enqueued_by_hand(app_name: str, store
 
 async def test_ticks_are_counted_in_the_metrics(app_name: str, store_url: str) -> None:
     """``runnel_jobs_ticks_total``: a tick on time, then a gap of missed ticks (the clock
-    jumps past the grace) that one job runs once and the other skips."""
+    jumps past the grace) that one job runs once and the other skips; each counted with
+    the queue its ticks go to."""
     port = free_port()
     app = App(name=app_name, job_heartbeat_timeout=1, default_grace_period=1, job_cron_grace=10)
 
     @app.job(cron="* * * * *")
     async def once() -> None: ...
 
-    @app.job(cron="* * * * *", missed="skip")
+    @app.job(cron="* * * * *", missed="skip", queue="reports")
     async def skipper() -> None: ...
 
     clock = ManualClock(T0)
@@ -218,15 +219,15 @@ async def test_ticks_are_counted_in_the_metrics(app_name: str, store_url: str) -
         await settled(t, "once", T0 + 6 * 60)
         await settled(t, "skipper", T0 + 6 * 60)
         want = {
-            ("once", "on_time"): 1,
-            ("once", "caught_up"): 1,
-            ("skipper", "on_time"): 1,
-            ("skipper", "skipped"): 1,
+            ("once", "default", "on_time"): 1,
+            ("once", "default", "caught_up"): 1,
+            ("skipper", "reports", "on_time"): 1,
+            ("skipper", "reports", "skipped"): 1,
         }
 
         def counted(samples: Samples) -> bool:
             got = {
-                (labels["job"], labels["how"]): value
+                (labels["job"], labels["queue"], labels["how"]): value
                 for name, labels, value in samples
                 if name == "runnel_jobs_ticks_total" and labels.get("app") == app_name
             }

@@ -140,13 +140,13 @@ async def test_events_jobs_and_ownership_are_counted(redis_url: str, app_name: s
 
 
 async def test_cancelled_jobs_are_counted(redis_url: str, app_name: str) -> None:
-    """A job cancelled while it ran here counts in runnel_jobs_cancelled_total; every
-    cancelled job kept, in the runnel_jobs_cancelled_kept gauge."""
+    """A job cancelled while it ran here counts in runnel_jobs_cancelled_total, with its
+    queue; every cancelled job kept, in the runnel_jobs_cancelled_kept gauge (per app)."""
     port = free_port()
     app = make_app(app_name, redis_url, metrics_port=port, metrics_host="127.0.0.1")
     started = asyncio.Event()
 
-    @app.job
+    @app.job(queue="emails")
     async def hold() -> None:
         started.set()
         await asyncio.Event().wait()  # until cancelled
@@ -161,7 +161,8 @@ async def test_cancelled_jobs_are_counted(redis_url: str, app_name: str) -> None
 
         def counted(s: Samples) -> bool:
             return (
-                total(s, "runnel_jobs_cancelled_total", job="hold", app=app_name) == 1
+                total(s, "runnel_jobs_cancelled_total", job="hold", queue="emails", app=app_name)
+                == 1
                 and total(s, "runnel_jobs_cancelled_kept", app=app_name) == 2
             )
 

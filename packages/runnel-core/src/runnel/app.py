@@ -24,6 +24,7 @@ from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
 from runnel.jobs.model import InvalidArguments
 from runnel.jobs.periodic import Cron
 from runnel.jobs.portal import Portal
+from runnel.jobs.queues import DEFAULT_QUEUE, QueueSelection, check_queue_name, declared_queues
 from runnel.jobs.result import JobResult
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor, Processors, option_settings
@@ -373,6 +374,7 @@ class App:
         cron: str | None = None,
         timezone: str | tzinfo | None = None,
         missed: str | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> _JobDecorator: ...
 
     def job(
@@ -387,6 +389,7 @@ class App:
         cron: str | None = None,
         timezone: str | tzinfo | None = None,
         missed: str | None = None,
+        queue: str = DEFAULT_QUEUE,
     ) -> Any:
         """Declare a job: a function workers run when it is enqueued (``f.delay(...)``).
 
@@ -397,11 +400,16 @@ class App:
         ``cron`` also enqueues it, without arguments, once per tick of that schedule in
         ``timezone`` (a zone name; None: UTC); ``missed`` says what becomes of ticks no
         worker was up for: ``"run_once"`` (the default) or ``"skip"`` (docs/jobs.md).
+        ``queue`` names the queue its jobs go to (docs/jobs.md, "Queues and priorities").
         """
         if retries is not None and (not isinstance(retries, int) or retries < 0):
             raise Misconfigured(f"job retries must be an integer >= 0, not {retries!r}")
         if timeout is not None and not timeout > 0:
             raise Misconfigured(f"job timeout must be > 0 seconds, not {timeout!r}")
+        try:
+            check_queue_name(queue)
+        except ValueError as exc:
+            raise Misconfigured(f"job queue: {exc}") from None
 
         def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:
             job_name = name or getattr(f, "__name__", "")
@@ -420,6 +428,7 @@ class App:
                     retries=self.settings.default_retries if retries is None else retries,
                     timeout=timeout,
                     serializer=serializer,
+                    queue=queue,
                 )
             except (TypeError, ValueError) as exc:  # a signature or serializer that cannot work
                 raise Misconfigured(f"job {job_name!r}: {exc}") from None
@@ -436,6 +445,12 @@ class App:
             return job
 
         return decorate(func) if func is not None else decorate
+
+    @property
+    def job_queues(self) -> list[str]:
+        """The queues the app's jobs go to, in the order first declared; the default
+        queue, which always exists, last if no job names it."""
+        return declared_queues(self.jobs.values())
 
     def job_result(self, job_id: str) -> JobResult[Any]:
         """The handle of any job of this app, by id (its result is not typed)."""
@@ -499,13 +514,15 @@ class App:
         *,
         jobs: bool = True,
         concurrency: int | None = None,
+        queues: str | QueueSelection | None = None,
         halt_raises: bool = False,
     ) -> int:
         """Run a worker in this process until stopped; return its exit code.
 
         ``processors`` picks some processors (by name or id; default: all; ``[]``: none);
         ``jobs=False`` leaves the job queue to other workers; ``concurrency`` overrides
-        ``job_concurrency``. With ``halt_raises``, a processor's exception that halted the
+        ``job_concurrency``; ``queues`` (``"critical,default"``, ``"critical=5,default=1"``)
+        overrides ``job_queues``. With ``halt_raises``, a processor's exception that halted the
         worker (``ExceptionPolicy.HALT``) is raised once the worker has stopped, as runnel
         0.1's ``Worker(app).start()`` let it propagate; otherwise the exit code is 1.
         """
@@ -523,7 +540,7 @@ class App:
                 )
             # A name picks every processor so named (one per stream), as in 0.1.
             chosen = list({id(p): p for n in processors for p in self.processors.named(n)}.values())
-        worker = Worker(self, chosen, jobs=jobs, concurrency=concurrency)
+        worker = Worker(self, chosen, jobs=jobs, concurrency=concurrency, queues=queues)
         code = await worker.run()
         if halt_raises and worker.failure is not None:
             raise worker.failure

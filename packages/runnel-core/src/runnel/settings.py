@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runnel.hashing import default_hasher, named_hasher
 from runnel.imports import import_path
+from runnel.jobs.queues import QueueSelection
 from runnel.options import (
     ProcessorOptions,
     option_defaults,
@@ -117,6 +118,10 @@ class Settings(_ProcessorDefaults):
     job_schedule_interval: float = Field(0.25, gt=0, description="seconds")
     job_cron_grace: float = Field(60, gt=0, description="seconds")
     """How late a periodic job's tick may be enqueued and still count as on time."""
+    job_queues: str | None = None
+    """The queues a worker takes jobs from, as ``runnel worker --queues`` takes them
+    (``critical,default`` or ``critical=5,default=1``); None: every queue the app's jobs
+    declare, with equal weights."""
 
     @field_validator("log_level")
     @classmethod
@@ -125,6 +130,13 @@ class Settings(_ProcessorDefaults):
         if value not in {"debug", "info", "warning", "error", "critical"}:
             raise ValueError("must be one of debug, info, warning, error, critical")
         return value
+
+    @field_validator("job_queues")
+    @classmethod
+    def _queues(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return str(QueueSelection.parse(value))
 
     @field_validator("timezone", mode="before")
     @classmethod

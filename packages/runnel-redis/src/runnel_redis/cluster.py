@@ -22,6 +22,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
+from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.store.coordination import ReadResult
 from runnel.store.log import Fields, PartitionId, Position
 from runnel.store.state import Commit
@@ -468,7 +469,8 @@ class ClusterCoordination(RedisCoordination):
 
 
 _JOB_SCRIPTS = (
-    "_enqueue _take _finish _promote _abandoned _forget _replay _purge _settle _cancel _progress"
+    "_enqueue _take _take_queues _finish _promote _abandoned _forget _replay _purge _settle"
+    " _cancel _progress"
 ).split()
 
 
@@ -496,6 +498,7 @@ class ClusterJobStore(RedisJobStore):
                 job.codec,
                 job.retries,
                 1 if job.results else 0,
+                "" if job.queue == DEFAULT_QUEUE else job.queue,
             )
         if not self.wait_replicas:
             added = await self._enqueue(self._queue_keys, args)

@@ -4,6 +4,9 @@
                              one consumer per job executor; XACKed and XDELed when done
 ``__jobs:{app}.schedule``    sorted set: job id by due time (ms): countdowns and retries
 ``__jobs:{app}.dead``        stream of dead letters ``{id, name, error}``
+                             (those three are the default queue's; a named queue ``q``
+                             has ``queue.q``, ``schedule.q`` and ``dead.q``)
+``__jobs:{app}.queues``      set: the named queues that ever held a job
 ``__jobs:{app}.job.{id}``    hash: the job (name, status, payload, tries, times, error...)
 ``__jobs:{app}.result.{id}`` list of one item: the result (waited on with BLMOVE)
 ``__jobs:{app}.results``     sorted set: job id by result expiry (to count results)
@@ -39,6 +42,7 @@ from runnel.jobs.model import (
     Progress,
     QueueCounts,
 )
+from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
 from runnel_redis.layout import Classic, KeyLayout
@@ -77,16 +81,18 @@ class RedisJobStore(JobStore):
         self.registry = layout.job_executors(app)
         self.ticks = layout.job_ticks(app)
         self.cancelled_index = layout.job_cancelled_index(app)
+        self.named = layout.job_queues(app)
         self.group = keys.JOB_GROUP
         self._prefix_arg = resp.arguments((self.prefix,))
-        self._queue_keys = [self.queue, self.schedule]
-        self._described: dict[tuple[str, str, int, bool], bytes] = {}
+        self._queue_keys = [self.queue, self.schedule, self.named]
+        self._described: dict[tuple[str, str, int, bool, str], bytes] = {}
 
         def script(text: str) -> resp.Script:
             return resp.Script(client, text)
 
         self._enqueue = script(scripts.JOB_ENQUEUE)
         self._take = script(scripts.JOB_TAKE)
+        self._take_queues = script(scripts.JOB_TAKE_QUEUES)
         self._finish = script(scripts.JOB_FINISH)
         self._promote = script(scripts.JOB_PROMOTE)
         self._abandoned = script(scripts.JOB_ABANDONED)
@@ -106,11 +112,11 @@ class RedisJobStore(JobStore):
         packed = [self._prefix_arg]
         described = self._described
         for job in jobs:
-            kind = (job.name, job.codec, job.retries, job.results)
+            kind = (job.name, job.codec, job.retries, job.results, job.queue)
             tail = described.get(kind)
             if tail is None:  # the same for every call of one job function: packed once
                 tail = described[kind] = resp.arguments(
-                    (job.name, job.codec, job.retries, 1 if job.results else 0)
+                    (job.name, job.codec, job.retries, 1 if job.results else 0, _named(job.queue))
                 )
             job_id = job.id.encode()
             created = b"%d" % (job.created * 1000)
@@ -120,7 +126,7 @@ class RedisJobStore(JobStore):
                 + _FOUR % (len(created), created, len(due), due)
                 + tail
             )
-        count, args = 1 + 8 * len(jobs), b"".join(packed)
+        count, args = 1 + 9 * len(jobs), b"".join(packed)
         if self.wait_replicas:
             added = await self._enqueue_and_wait(count, args)
         else:
@@ -160,28 +166,43 @@ class RedisJobStore(JobStore):
         if jobs:
             first = jobs[0]
             assert all(
-                (j.name, j.codec, j.retries, j.results, j.due)
-                == (name, first.codec, first.retries, first.results, None)
+                (j.name, j.codec, j.retries, j.results, j.due, j.queue)
+                == (name, first.codec, first.retries, first.results, None, first.queue)
                 for j in jobs
             ), "one periodic job's ticks, due now"
-            args += (first.codec, first.retries, 1 if first.results else 0)
+            args += (first.codec, first.retries, 1 if first.results else 0, _named(first.queue))
             for job in jobs:
                 args += (job.id, job.payload, _ms(job.created))
         else:
-            args += (b"", 0, 0)
-        done, stored = await self._settle(keys=[self.ticks, self.queue], args=args)
+            args += (b"", 0, 0, b"")
+        keys = [self.ticks, self.queue, self.named]
+        done, stored = await self._settle(keys=keys, args=args)
         return bool(int(done)), _seconds(stored)
 
     # Running jobs.
 
-    async def prepare(self) -> None:
-        try:
-            await self.redis.xgroup_create(self.queue, self.group, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+    async def prepare(self, queues: Sequence[str] = (DEFAULT_QUEUE,)) -> None:
+        for queue in queues:
+            stream = self.layout.job_queue(self.app, queue)
+            try:
+                await self.redis.xgroup_create(stream, self.group, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        named = [q for q in queues if q != DEFAULT_QUEUE]
+        if named:
+            await self.redis.sadd(self.named, *named)
 
-    async def take(self, executor: str, count: int, block_ms: int, clock: Clock) -> list[Delivery]:
+    async def take(
+        self,
+        executor: str,
+        count: int,
+        block_ms: int,
+        clock: Clock,
+        queues: TakePlan | None = None,
+    ) -> list[Delivery]:
+        if queues is not None:
+            return await self._take_from(executor, count, block_ms, clock, queues)
         head = [self.prefix, self.group, executor]
         try:
             reply = await self._take(keys=[self.queue], args=[*head, _ms(clock.now()), count])
@@ -202,6 +223,35 @@ class RedisJobStore(JobStore):
         flat = [x for pair in pairs for x in pair]
         reply = await self._take(keys=[self.queue], args=[*head, _ms(clock.now()), count, *flat])
         return _deliveries(reply)
+
+    async def _take_from(
+        self, executor: str, count: int, block_ms: int, clock: Clock, plan: TakePlan
+    ) -> list[Delivery]:
+        """A take from several queues (lua/job_take_queues.lua). With none queued, a
+        blocking XREAD on every stream from its last id waits for the next entry, and
+        the script runs again: a read of the group would take it before knowing whether
+        an earlier queue had one too."""
+        streams = [self.layout.job_queue(self.app, name) for name, _ in plan]
+        quotas = [x for name, quota in plan for x in (quota, _named(name))]
+        head = [self.prefix, self.group, executor]
+        try:
+            started, wait = await self._take_queues(
+                keys=streams, args=[*head, _ms(clock.now()), count, *quotas]
+            )
+            if started or not wait or block_ms <= 0:
+                return _deliveries(started)
+            await self.redis.execute_command(
+                "XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", *streams, *wait
+            )
+            started, _ = await self._take_queues(
+                keys=streams, args=[*head, _ms(clock.now()), count, *quotas]
+            )
+        except ResponseError as exc:
+            if "NOGROUP" in str(exc):  # a queue was deleted under us: make it again
+                await self.prepare([name for name, _ in plan])
+                return []
+            raise
+        return _deliveries(started)
 
     async def finish(
         self,
@@ -246,7 +296,7 @@ class RedisJobStore(JobStore):
 
     async def promote_due(self, now: float, limit: int) -> int:
         moved = await self._promote(
-            keys=[self.schedule, self.queue], args=[self.prefix, _ms(now), limit]
+            keys=[self.schedule, self.queue, self.named], args=[self.prefix, _ms(now), limit]
         )
         return int(moved)
 
@@ -273,7 +323,7 @@ class RedisJobStore(JobStore):
 
     async def abandoned(self, executor: str, limit: int) -> list[Abandoned]:
         reply = await self._abandoned(
-            keys=[self.queue], args=[self.prefix, self.group, executor, limit]
+            keys=[self.queue, self.named], args=[self.prefix, self.group, executor, limit]
         )
         out = []
         for i in range(0, len(reply), 8):
@@ -302,8 +352,8 @@ class RedisJobStore(JobStore):
         beat = self.layout.job_beat(self.app, executor)
         notices = self.layout.job_notices(self.app, executor)
         return await self._forget(
-            keys=[self.queue, self.registry, beat, notices],
-            args=[self.group, executor, b"1" if leaving else b"0"],
+            keys=[self.queue, self.registry, beat, self.named, notices],
+            args=[self.group, executor, b"1" if leaving else b"0", self.prefix],
         )
 
     # Cancelling.
@@ -354,6 +404,7 @@ class RedisJobStore(JobStore):
             error=codec.error_from_json(h.get("error")),
             result=result,
             progress=codec.progress_from_json(h.get("progress")),
+            queue=_text(h.get("queue") or DEFAULT_QUEUE),
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
@@ -364,70 +415,129 @@ class RedisJobStore(JobStore):
         item = await self.redis.blmove(key, key, max(0.001, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
         return cast(bytes | None, item)  # no decode_responses: bytes
 
+    async def queues(self) -> list[str]:
+        """Every queue: the default one, then the named ones that ever held a job."""
+        named = await self.redis.smembers(self.named)
+        return [DEFAULT_QUEUE, *sorted(_text(q) for q in named)]
+
     async def counts(self, now: float) -> QueueCounts:
+        queues = await self.queues()
+        layout, app = self.layout, self.app
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xlen(self.queue)
-            pipe.xpending(self.queue, self.group)
-            pipe.zcard(self.schedule)
-            pipe.xlen(self.dead)
+            for queue in queues:
+                stream, schedule = layout.job_queue(app, queue), layout.job_schedule(app, queue)
+                pipe.xlen(stream)
+                pipe.xpending(stream, self.group)
+                pipe.zcard(schedule)
+                pipe.xlen(layout.job_dead(app, queue))
+                pipe.zrange(schedule, 0, 0, withscores=True)
             pipe.zcount(self.results_index, f"({_ms(now)}", "+inf")
-            pipe.zrange(self.schedule, 0, 0, withscores=True)
             pipe.zcount(self.cancelled_index, f"({_ms(now)}", "+inf")
-            length, pending, scheduled, dead, results, first, cancelled = await pipe.execute(
-                raise_on_error=False
-            )
-        executing = 0 if isinstance(pending, Exception) else int(pending.get("pending", 0))
-        if isinstance(length, Exception):
-            length = 0
+            replies = await pipe.execute(raise_on_error=False)
+        per = {q: _counts(*replies[5 * i : 5 * i + 5]) for i, q in enumerate(queues)}
+        dues = [c.next_due for c in per.values() if c.next_due is not None]
         return QueueCounts(
-            queued=max(0, int(length) - executing),
-            executing=executing,
-            scheduled=int(scheduled),
-            dead=int(dead) if not isinstance(dead, Exception) else 0,
-            results=int(results),
-            next_due=first[0][1] / 1000 if first else None,
-            cancelled=int(cancelled),
+            queued=sum(c.queued for c in per.values()),
+            executing=sum(c.executing for c in per.values()),
+            scheduled=sum(c.scheduled for c in per.values()),
+            dead=sum(c.dead for c in per.values()),
+            results=int(replies[-2]),
+            next_due=min(dues) if dues else None,
+            cancelled=int(replies[-1]),
+            queues=per,
         )
 
     # Dead letters.
 
     async def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
+        queues = await self.queues()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                pipe.xrange(self.layout.job_dead(self.app, queue), count=limit)
+            replies = await pipe.execute()
         # redis-py types replies as bytes | str (and None); XRANGE answers a list of bytes.
-        entries = cast(
-            list[tuple[bytes, dict[bytes, bytes]]],
-            await self.redis.xrange(self.dead, count=limit),
-        )
-        out = []
-        for entry, fields in entries:
-            f = {_text(k): _text(v) for k, v in fields.items()}
-            out.append(
-                DeadLetter(
-                    ticket=entry,
-                    id=f.get("id", ""),
-                    name=f.get("name", ""),
-                    error=f.get("error", ""),
-                    # When it died, by the clock of the worker that buried it (letters
-                    # older than that field: by the entry id, the server's clock).
-                    at=int(f.get("at") or _text(entry).split("-")[0]) / 1000,
-                )
-            )
-        return out
+        found = [
+            (_order(entry), _letter(queue, entry, fields))
+            for queue, entries in zip(queues, replies, strict=True)
+            for entry, fields in cast(list[tuple[bytes, dict[bytes, bytes]]], entries)
+        ]
+        if len(queues) > 1:  # oldest first: by the time of death, then by the entry id
+            found.sort(key=lambda pair: (pair[1].at, pair[0]))
+        letters = [letter for _, letter in found]
+        return letters if limit is None else letters[:limit]
 
     async def replay(self, letters: Sequence[DeadLetter], now: float) -> int:
-        if not letters:
-            return 0
-        args: list[Any] = [self.prefix, _ms(now)]
-        for letter in letters:
-            args += (letter.ticket, letter.id)
-        return int(await self._replay(keys=[self.queue, self.dead, self.results_index], args=args))
+        replayed = 0
+        for queue, entries in _by_queue(letters).items():
+            stream, dead = (
+                self.layout.job_queue(self.app, queue),
+                self.layout.job_dead(self.app, queue),
+            )
+            args: list[Any] = [self.prefix, _ms(now), *entries]
+            replayed += int(await self._replay(keys=[stream, dead, self.results_index], args=args))
+        return replayed
 
     async def purge(self, letters: Sequence[DeadLetter]) -> int:
-        if not letters:
-            return 0
-        args: list[Any] = [self.prefix]
-        for letter in letters:
-            args += (letter.ticket, letter.id)
-        return int(await self._purge(keys=[self.dead, self.results_index], args=args))
+        purged = 0
+        for queue, entries in _by_queue(letters).items():
+            dead = self.layout.job_dead(self.app, queue)
+            args: list[Any] = [self.prefix, *entries]
+            purged += int(await self._purge(keys=[dead, self.results_index], args=args))
+        return purged
+
+
+def _named(queue: str) -> str:
+    """How the job scripts are told a queue: '' for the default one, else its name."""
+    return "" if queue == DEFAULT_QUEUE else queue
+
+
+def _split(ticket: bytes) -> tuple[str, bytes]:
+    """The queue and the stream entry of a ticket: ``name/entry`` in a named queue, the
+    bare entry id in the default one (the job scripts make and read the same)."""
+    name, slash, entry = ticket.rpartition(b"/")
+    return (name.decode(), entry) if slash else (DEFAULT_QUEUE, ticket)
+
+
+def _by_queue(letters: Sequence[DeadLetter]) -> dict[str, list[Any]]:
+    """Dead letters as the replay and purge scripts take them, per queue: pairs of the
+    dead letter's entry and the job id."""
+    out: dict[str, list[Any]] = {}
+    for letter in letters:
+        queue, entry = _split(letter.ticket)
+        out.setdefault(queue, []).extend((entry, letter.id))
+    return out
+
+
+def _order(entry: bytes) -> tuple[int, ...]:
+    return tuple(int(part) for part in _text(entry).split("-"))
+
+
+def _letter(queue: str, entry: bytes, fields: dict[bytes, bytes]) -> DeadLetter:
+    f = {_text(k): _text(v) for k, v in fields.items()}
+    return DeadLetter(
+        ticket=entry if queue == DEFAULT_QUEUE else queue.encode() + b"/" + entry,
+        id=f.get("id", ""),
+        name=f.get("name", ""),
+        error=f.get("error", ""),
+        # When it died, by the clock of the worker that buried it (letters older than
+        # that field: by the entry id, the server's clock).
+        at=int(f.get("at") or _text(entry).split("-")[0]) / 1000,
+        queue=queue,
+    )
+
+
+def _counts(length: Any, pending: Any, scheduled: Any, dead: Any, first: Any) -> QueueCounts:
+    """One queue's counts from its replies (an error reply: a stream not made yet)."""
+    executing = 0 if isinstance(pending, Exception) else int(pending.get("pending", 0))
+    length = 0 if isinstance(length, Exception) else int(length)
+    return QueueCounts(
+        queued=max(0, length - executing),
+        executing=executing,
+        scheduled=int(scheduled),
+        dead=0 if isinstance(dead, Exception) else int(dead),
+        results=0,
+        next_due=first[0][1] / 1000 if first else None,
+    )
 
 
 def _entries(reply: Any) -> list[tuple[bytes, bytes]]:
@@ -447,6 +557,7 @@ def _deliveries(reply: Any) -> list[Delivery]:
     out = []
     for i in range(0, len(reply or ()), 8):
         entry, job_id, name, payload, codec_name, tries, retries, results = reply[i : i + 8]
+        queue = _split(entry)[0] if b"/" in entry else DEFAULT_QUEUE
         out.append(
             Delivery(
                 ticket=entry,
@@ -457,6 +568,7 @@ def _deliveries(reply: Any) -> list[Delivery]:
                 tries=int(tries),
                 retries=int(retries or 0),
                 results=results in (b"1", "1", 1),
+                queue=queue,
             )
         )
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from runnel.jobs.queues import DEFAULT_QUEUE
+
 
 def partition(app: str, stream: str, number: int) -> str:
     return f"__strm:{app}.{stream}.{number}"
@@ -70,16 +72,28 @@ def jobs_prefix(app: str) -> str:
     return f"__jobs:{app}."
 
 
-def job_queue(app: str) -> str:
-    return f"__jobs:{app}.queue"
+def job_queue(app: str, queue: str = DEFAULT_QUEUE) -> str:
+    """The stream of a queue: the default queue's is the one of runnel before queues."""
+    return f"__jobs:{app}.queue" + queue_suffix(queue)
 
 
-def job_schedule(app: str) -> str:
-    return f"__jobs:{app}.schedule"
+def job_schedule(app: str, queue: str = DEFAULT_QUEUE) -> str:
+    return f"__jobs:{app}.schedule" + queue_suffix(queue)
 
 
-def job_dead(app: str) -> str:
-    return f"__jobs:{app}.dead"
+def job_dead(app: str, queue: str = DEFAULT_QUEUE) -> str:
+    return f"__jobs:{app}.dead" + queue_suffix(queue)
+
+
+def job_queues(app: str) -> str:
+    """The set of the named queues (all but the default one) that ever held a job."""
+    return f"__jobs:{app}.queues"
+
+
+def queue_suffix(queue: str) -> str:
+    """What a queue's keys add to the default queue's: nothing for the default queue,
+    else ``.{queue}`` (the job scripts build the same names from the prefix)."""
+    return "" if queue == DEFAULT_QUEUE else "." + queue
 
 
 def job_results_index(app: str) -> str:

@@ -8,8 +8,9 @@ gives every key of a group one hash tag (the text between the first ``{`` and th
 - a partition: its stream and every processor's lock of it (the fenced read, the fenced
   ack and the lock check before a read take a lock and its stream together);
 - a processor of a stream: membership, control stream, admin lock, heartbeats, quarantine;
-- an app: the leader key and every ``__jobs`` key (the job scripts build job and result
-  keys from the queue's prefix inside Lua, so the whole queue must share a slot).
+- an app: the leader key and every ``__jobs`` key, those of every named job queue
+  included (the job scripts build job, result and named queues' keys from the prefix
+  inside Lua, and take from several queues in one step, so all must share a slot).
 
 The schemas of a stream have a tag of their own. Steps that span groups (the heartbeat
 refresh of a processor's locks, say) are split by the transport: one call per group.
@@ -30,7 +31,9 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from runnel.exceptions import Misconfigured
+from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel_redis import keys
+from runnel_redis.keys import queue_suffix
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
@@ -95,14 +98,18 @@ class KeyLayout(ABC):
     def jobs_prefix(self, app: str) -> str:
         """What every key of the app's job queue starts with (the job scripts take it)."""
 
-    def job_queue(self, app: str) -> str:
-        return self.jobs_prefix(app) + "queue"
+    def job_queue(self, app: str, queue: str = DEFAULT_QUEUE) -> str:
+        return self.jobs_prefix(app) + "queue" + queue_suffix(queue)
 
-    def job_schedule(self, app: str) -> str:
-        return self.jobs_prefix(app) + "schedule"
+    def job_schedule(self, app: str, queue: str = DEFAULT_QUEUE) -> str:
+        return self.jobs_prefix(app) + "schedule" + queue_suffix(queue)
 
-    def job_dead(self, app: str) -> str:
-        return self.jobs_prefix(app) + "dead"
+    def job_dead(self, app: str, queue: str = DEFAULT_QUEUE) -> str:
+        return self.jobs_prefix(app) + "dead" + queue_suffix(queue)
+
+    def job_queues(self, app: str) -> str:
+        """The set of the app's named queues (every one that ever held a job)."""
+        return self.jobs_prefix(app) + "queues"
 
     def job_results_index(self, app: str) -> str:
         return self.jobs_prefix(app) + "results"
@@ -184,14 +191,17 @@ class Classic(KeyLayout):
     def jobs_prefix(self, app: str) -> str:
         return keys.jobs_prefix(app)
 
-    def job_queue(self, app: str) -> str:
-        return keys.job_queue(app)
+    def job_queue(self, app: str, queue: str = DEFAULT_QUEUE) -> str:
+        return keys.job_queue(app, queue)
 
-    def job_schedule(self, app: str) -> str:
-        return keys.job_schedule(app)
+    def job_schedule(self, app: str, queue: str = DEFAULT_QUEUE) -> str:
+        return keys.job_schedule(app, queue)
 
-    def job_dead(self, app: str) -> str:
-        return keys.job_dead(app)
+    def job_dead(self, app: str, queue: str = DEFAULT_QUEUE) -> str:
+        return keys.job_dead(app, queue)
+
+    def job_queues(self, app: str) -> str:
+        return keys.job_queues(app)
 
     def job_results_index(self, app: str) -> str:
         return keys.job_results_index(app)

@@ -66,7 +66,10 @@ async def oldest_dead_jobs(app: Declarations, limit: int) -> list[DeadLetter]:
 
 def dead_job_rows(letters: list[DeadLetter]) -> list[dict[str, Any]]:
     """What ``runnel jobs dead list --json`` prints of them."""
-    return [{"id": d.id, "name": d.name, "error": d.error, "died": iso(d.at)} for d in letters]
+    return [
+        {"id": d.id, "name": d.name, "queue": d.queue, "error": d.error, "died": iso(d.at)}
+        for d in letters
+    ]
 
 
 # A stream's dead letters

@@ -12,6 +12,7 @@ from runnel.admin.declarations import Declarations
 from runnel.jobs import codec
 from runnel.jobs.model import ExecutorState, JobRecord, JobStatus, QueueCounts
 from runnel.jobs.periodic import Cron, tick_id
+from runnel.jobs.queues import DEFAULT_QUEUE, declared_queues
 from runnel.jobs.result import current_progress
 
 
@@ -42,6 +43,8 @@ class PeriodicState:
     job: str | None
     status: str | None
     next: float | None
+    queue: str = DEFAULT_QUEUE
+    """The queue its ticks' jobs go to."""
 
     def report(self) -> dict[str, Any]:
         return {
@@ -49,6 +52,7 @@ class PeriodicState:
             "cron": self.cron.spec,
             "timezone": self.cron.zone_name,
             "missed": self.cron.missed,
+            "queue": self.queue,
             "last_tick": iso(self.last),
             "last_job": self.job,
             "last_status": self.status,
@@ -58,19 +62,21 @@ class PeriodicState:
 
 async def periodic_state(app: Declarations) -> list[PeriodicState]:
     """Each periodic job's state now, by name."""
-    periodic = {n: j.periodic for n, j in sorted(app.jobs.items()) if j.periodic is not None}
+    periodic = {n: j for n, j in sorted(app.jobs.items()) if j.periodic is not None}
     if not periodic:
         return []
     store = app.job_store
     last = await store.last_ticks(list(periodic))
     now = app.clock.now()
     out = []
-    for name, cron in periodic.items():
+    for name, job in periodic.items():
+        cron = job.periodic
+        assert cron is not None
         tick = last.get(name)
         job_id = None if tick is None else tick_id(name, tick)
         status = None if job_id is None else str(await store.status(job_id))
         nxt = cron.after(now if tick is None else max(now, tick))
-        out.append(PeriodicState(name, cron, tick, job_id, status, nxt))
+        out.append(PeriodicState(name, cron, tick, job_id, status, nxt, job.queue))
     return out
 
 
@@ -92,9 +98,28 @@ def info_report(
         "dead": counts.dead,
         "cancelled": counts.cancelled,
         "results": counts.results,
+        "queues": {
+            name: {
+                "queued": c.queued,
+                "executing": c.executing,
+                "scheduled": c.scheduled,
+                "next_due": iso(c.next_due),
+                "dead": c.dead,
+            }
+            for name, c in queue_counts(app, counts).items()
+        },
         "executors": [{"id": e.id, "alive": e.alive, **e.info} for e in executors],
         "periodic": [p.report() for p in periodic or []],
     }
+
+
+def queue_counts(app: Declarations, counts: QueueCounts) -> dict[str, QueueCounts]:
+    """The counts of each queue: those the app declares, in the order declared (empty
+    ones too), then any other the store holds (jobs of another app's code), by name."""
+    empty = QueueCounts(0, 0, 0, 0, 0)
+    declared = {name: counts.queues.get(name, empty) for name in declared_queues(app.jobs.values())}
+    others = {name: counts.queues[name] for name in sorted(counts.queues) if name not in declared}
+    return declared | others
 
 
 async def jobs_report(app: Declarations) -> dict[str, Any]:
@@ -108,6 +133,7 @@ def describe_job(record: JobRecord) -> dict[str, Any]:
     report: dict[str, Any] = {
         "id": record.id,
         "name": record.name,
+        "queue": record.queue,
         "status": str(record.status),
         "tries": record.tries,
         "retries": record.retries,

@@ -33,6 +33,7 @@ from runnel.jobs.model import (
     ResultsDisabled,
     Timeout,
 )
+from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.jobs.result import current_progress
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
@@ -76,6 +77,13 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     click.echo(f"  dead       {counts.dead:>8}")
     click.echo(f"  cancelled  {counts.cancelled:>8}")
     click.echo(f"  results    {counts.results:>8}")
+    queues = report["queues"]
+    if len(queues) > 1:
+        width = max(9, *(len(name) for name in queues))
+        columns = ("queued", "executing", "scheduled", "dead")
+        click.echo(f"{'queues:':<{width + 2}}" + "".join(f"{c:>11}" for c in columns))
+        for name, c in queues.items():
+            click.echo(f"  {name:<{width}}" + "".join(f"{c[k]:>11}" for k in columns))
     alive = sum(1 for e in executors if e.alive)
     click.echo(
         f"executors: {alive} alive"
@@ -84,16 +92,19 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     for e in executors:
         i = e.info
         state = "alive" if e.alive else "NOT BEATING"
+        taking = f"  queues {i['queues']}" if i.get("queues", "default") != "default" else ""
         click.echo(
             f"  {e.id}  {i.get('host', '?')} pid {i.get('pid', '?')}  {state}  "
             f"running {i.get('running', '?')}/{i.get('concurrency', '?')}  "
-            f"succeeded {i.get('done', '?')}  failed tries {i.get('failed', '?')}"
+            f"succeeded {i.get('done', '?')}  failed tries {i.get('failed', '?')}{taking}"
         )
     if periodic:
         click.echo("periodic jobs:")
     for p in periodic:
+        queue = "" if p.queue == DEFAULT_QUEUE else f", queue {p.queue}"
         click.echo(
             f"  {p.name}  cron {p.cron.spec!r} in {p.cron.zone_name}, missed: {p.cron.missed}"
+            + queue
         )
         if p.last is None:
             click.echo("    last tick  none yet")
@@ -128,6 +139,8 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
         return
     for key in ("id", "name", "status"):
         click.echo(f"{key + ':':<10} {report[key]}")
+    if record.queue != DEFAULT_QUEUE:
+        click.echo(f"{'queue:':<10} {record.queue}")
     click.echo(f"{'tries:':<10} {record.tries} of {record.retries + 1}")
     for key in ("created", "due", "started", "finished"):
         if report[key]:

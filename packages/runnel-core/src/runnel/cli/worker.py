@@ -14,6 +14,7 @@ from runnel import logs
 from runnel.app import App
 from runnel.commands import failure, load, load_plugins, not_shared, plugin_option
 from runnel.exceptions import AccessDenied, RunnelError
+from runnel.jobs.queues import choose
 from runnel.runtime.supervisor import REFUSED
 
 
@@ -35,6 +36,14 @@ from runnel.runtime.supervisor import REFUSED
     default=None,
     metavar="N",
     help="Jobs run at once in each process (default: the job_concurrency setting, 8).",
+)
+@click.option(
+    "--queues",
+    default=None,
+    metavar="A,B | A=W,B=W",
+    help="Take jobs from these queues only: in strict priority order (critical,default), or "
+    "each with a weight, its share of the jobs started (critical=5,default=1). Default: the "
+    "job_queues setting, else every queue the app's jobs declare, with equal weights.",
 )
 @click.option(
     "--processes",
@@ -78,6 +87,7 @@ def worker(
     no_processors: bool,
     jobs: bool,
     concurrency: int | None,
+    queues: str | None,
     processes: int,
     log_level: str | None,
     log_format: str | None,
@@ -98,6 +108,10 @@ def worker(
     )
     if no_processors and processors:
         raise click.ClickException("give --processors or --no-processors, not both")
+    if queues is not None and not jobs:
+        raise click.ClickException("give --queues or --no-jobs, not both")
+    if queues is not None or app.settings.job_queues is not None:
+        _check_queues(app, queues)
     chosen = [p.strip() for p in processors.split(",") if p.strip()] if processors else None
     if no_processors:
         chosen = []
@@ -127,13 +141,17 @@ def worker(
             command.append("--no-jobs")
         if concurrency is not None:
             command += ["--concurrency", str(concurrency)]
+        if queues is not None:
+            command += ["--queues", queues]
         if log_level:
             command += ["--log-level", log_level]
         if log_format:
             command += ["--log-format", log_format]
         sys.exit(_supervise(command, processes, app))
     try:
-        code = asyncio.run(app.run_worker(chosen, jobs=jobs, concurrency=concurrency))
+        code = asyncio.run(
+            app.run_worker(chosen, jobs=jobs, concurrency=concurrency, queues=queues)
+        )
     except RunnelError as exc:
         if isinstance(exc, AccessDenied):
             raise Refused(failure(app, exc)) from None
@@ -144,6 +162,17 @@ def worker(
         logging.getLogger("runnel.worker").exception("worker crashed")
         raise click.ClickException(f"worker crashed: {exc!r}") from None
     _exit(code)
+
+
+def _check_queues(app: App, queues: str | None) -> None:
+    """A malformed ``--queues`` (or ``job_queues`` setting), or one naming a queue no job
+    of the app declares, is one error line before anything starts."""
+    app.autodiscover()  # modules it imports may declare more jobs
+    try:
+        choose(app.jobs.values(), queues or app.settings.job_queues, app.name)
+    except ValueError as exc:
+        where = "--queues" if queues is not None else "the job_queues setting"
+        raise click.ClickException(f"{where}: {exc}") from None
 
 
 def _shared(app: App) -> bool:

@@ -6,7 +6,8 @@ Read top to bottom, :meth:`JobExecutor.run` is its whole life:
                                          a stop meanwhile ends the executor at once)
     until stopped, concurrently:
         fetcher      two lanes, each taking up to half the free slots' worth of jobs
-                     (marked EXECUTING as they are taken), one task per job
+                     (marked EXECUTING as they are taken), one task per job, from the
+                     queues chosen, as the picker shares them out (runnel.jobs.queues)
         finisher     record outcomes in batches: each with the job's removal, atomically
         heartbeat    every timeout/3: say we are alive (and what we run)
         scheduler    every schedule interval: move due jobs (countdown, retries) to the queue
@@ -44,6 +45,7 @@ from runnel.jobs.context import JobContext, _current
 from runnel.jobs.control import JobControls
 from runnel.jobs.finisher import Finisher
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
+from runnel.jobs.queues import DEFAULT_QUEUE, Picker, QueueSelection
 from runnel.metrics.stats import JobsStats
 from runnel.runtime.retry import (
     BLOCK_CAP_MS,
@@ -90,8 +92,11 @@ class JobExecutor:
         worker: str = "",
         app: str = "",
         stats: JobsStats | None = None,
+        queues: QueueSelection | None = None,
     ) -> None:
         self.jobs = dict(jobs)
+        self.queues = queues or QueueSelection((DEFAULT_QUEUE,))
+        self.picker = Picker(self.queues)
         self.stats = stats or JobsStats()
         self.store = store
         self.settings = settings
@@ -134,7 +139,10 @@ class JobExecutor:
     async def run(self) -> None:
         try:
             for step, what in (
-                (self.store.prepare, "preparing the job queue"),
+                (
+                    functools.partial(self.store.prepare, self.queues.names),
+                    "preparing the job queue",
+                ),
                 (self._beat, "registering the job executor"),
             ):
                 await until_stopped(retrying(step, what), self._stopping)
@@ -143,10 +151,11 @@ class JobExecutor:
             log.info("job executor %s stopped before it started", self.id)
             return
         log.info(
-            "job executor %s running %s (concurrency %d)",
+            "job executor %s running %s (concurrency %d%s)",
             self.id,
             ", ".join(sorted(self.jobs)) or "no jobs",
             self.settings.concurrency,
+            "" if self.picker.plain else f", queues {self.queues.describe()}",
         )
         try:
             async with asyncio.TaskGroup() as tg:
@@ -222,8 +231,9 @@ class JobExecutor:
                 await self._slot.wait()
                 continue
             self._held += want  # reserved while asking, so the other lane asks for the rest
+            plan = self.picker.plan(want)
             try:
-                taken = await self.store.take(self.id, want, BLOCK_CAP_MS, self.clock)
+                taken = await self.store.take(self.id, want, BLOCK_CAP_MS, self.clock, plan)
             except TransportError as exc:
                 self._held -= want
                 reraise_if_cancelled(exc)
@@ -233,6 +243,7 @@ class JobExecutor:
             finally:
                 self._slot.set()  # the other lane may ask for what this one did not get
             self._held -= want - len(taken)
+            self.picker.taken(plan, taken)
             backoff.reset()
             if self._stopping.is_set():
                 # Taken as we were told to stop: straight back, as they were.
@@ -427,6 +438,7 @@ class JobExecutor:
             "pid": os.getpid(),
             "worker": self.worker,
             "concurrency": self.settings.concurrency,
+            "queues": str(self.queues),
             "running": self.running,
             "done": self.done,
             "failed": self.failed,

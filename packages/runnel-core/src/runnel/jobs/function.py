@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast
 from runnel.exceptions import Misconfigured
 from runnel.jobs import codec
 from runnel.jobs.model import NewJob
+from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.jobs.result import JobResult, SyncJobResult
 from runnel.jobs.signature import Signature
 from runnel.metrics import stats
@@ -43,12 +44,14 @@ class JobFunction(Generic[P, R]):
         retries: int,
         timeout: float | None,
         serializer: str,
+        queue: str = DEFAULT_QUEUE,
     ) -> None:
         self.app = app
         self.func = func
         self.name = name
         self.retries = retries
         self.timeout = timeout
+        self.queue = queue
         self.codec = serializer
         self.serializer = codec.serializer_named(serializer)
         self.signature = Signature(func, name)
@@ -78,7 +81,7 @@ class JobFunction(Generic[P, R]):
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
         enqueued = await self.app.enqueuer.submit(new)
         if enqueued:
-            stats.enqueued[self.app.name, self.name] += 1
+            stats.enqueued[self.app.name, self.name, self.queue] += 1
         return JobResult(self.app, new.id, self, enqueued)
 
     def delay_sync(
@@ -93,7 +96,7 @@ class JobFunction(Generic[P, R]):
         new = self.prepare(args, kwargs, countdown=countdown, eta=eta, job_id=job_id)
         enqueued = self.app.portal.call(lambda: self.app.enqueuer.submit(new))
         if enqueued:
-            stats.enqueued[self.app.name, self.name] += 1
+            stats.enqueued[self.app.name, self.name, self.queue] += 1
         return JobResult(self.app, new.id, self, enqueued).sync()
 
     def result(self, job_id: str) -> JobResult[R]:
@@ -140,6 +143,7 @@ class JobFunction(Generic[P, R]):
             results=self.app.settings.results_enabled,
             created=now,
             due=due,
+            queue=self.queue,
         )
 
 
@@ -165,9 +169,18 @@ def make_job(
     retries: int,
     timeout: float | None,
     serializer: str,
+    queue: str = DEFAULT_QUEUE,
 ) -> JobFunction[Any, Any]:
     if not callable(func):
         raise Misconfigured(f"@app.job needs a function, not {func!r}")
     job_name = name or func.__name__
     kind = AsyncJob if inspect.iscoroutinefunction(func) else SyncJob
-    return kind(app, func, name=job_name, retries=retries, timeout=timeout, serializer=serializer)
+    return kind(
+        app,
+        func,
+        name=job_name,
+        retries=retries,
+        timeout=timeout,
+        serializer=serializer,
+        queue=queue,
+    )

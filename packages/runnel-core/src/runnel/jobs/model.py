@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from runnel.exceptions import RunnelError
+from runnel.jobs.queues import DEFAULT_QUEUE
 
 
 @enum.unique
@@ -129,6 +130,8 @@ class NewJob:
     created: float
     due: float | None = None
     """When to run it; ``None`` means now (straight onto the queue, not the schedule)."""
+    queue: str = DEFAULT_QUEUE
+    """The queue it goes to (its declaration's ``queue=``)."""
 
 
 @dataclass(slots=True)
@@ -145,6 +148,8 @@ class Delivery:
     """Tries started so far, this one included."""
     retries: int
     results: bool
+    queue: str = DEFAULT_QUEUE
+    """The queue it was taken from."""
 
 
 OutcomeKind = Literal["success", "retry", "dead", "release"]
@@ -209,6 +214,7 @@ class JobRecord:
     """The stored result item, as :func:`runnel.jobs.codec.read_item` reads it."""
     progress: Progress | None = None
     """The last progress reported, by whichever try reported it."""
+    queue: str = DEFAULT_QUEUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +227,8 @@ class DeadLetter:
     error: str
     at: float
     """When it died."""
+    queue: str = DEFAULT_QUEUE
+    """The queue it was in (a replay puts it back there)."""
 
 
 @dataclass(slots=True)
@@ -234,6 +242,8 @@ class ExecutorState:
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
+    """The counts of the job queue; ``queues`` breaks them down by named queue."""
+
     queued: int
     """Waiting in the queue (due now, not taken yet)."""
     executing: int
@@ -246,3 +256,7 @@ class QueueCounts:
     next_due: float | None = None
     cancelled: int = 0
     """Cancelled jobs whose record is kept (``results_ttl`` after the cancel)."""
+    queues: dict[str, QueueCounts] = field(default_factory=dict, compare=False)
+    """Per queue (every queue that holds or held jobs, the default one always): its
+    queued, executing, scheduled, dead and next_due (``results`` and ``cancelled`` 0:
+    kept per app)."""

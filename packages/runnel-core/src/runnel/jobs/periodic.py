@@ -58,6 +58,9 @@ class Scheduled(Protocol):
     @property
     def periodic(self) -> Cron | None: ...
 
+    @property
+    def queue(self) -> str: ...
+
     def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NewJob: ...
 
 
@@ -253,7 +256,7 @@ class CronScheduler:
         cron = job.periodic
         assert cron is not None
         for _, how in plan.runs:
-            stats.ticks[self.app, job.name, how] += 1
+            stats.ticks[self.app, job.name, job.queue, how] += 1
         if last is None:
             nxt = cron.after(due)
             log.info(
@@ -269,7 +272,7 @@ class CronScheduler:
             outcome = f"enqueued one run for them, {tick_id(job.name, newest)}"
         else:
             outcome = "skipped them (missed='skip')"
-            stats.ticks[self.app, job.name, "skipped"] += 1
+            stats.ticks[self.app, job.name, job.queue, "skipped"] += 1
         log.warning(
             "periodic job %s: ticks missed (no worker settled them in time): %s; %s",
             job.name,

@@ -30,7 +30,6 @@ from runnel.jobs.model import (
     Abandoned,
     DeadLetter,
     Delivery,
-    ErrorInfo,
     ExecutorState,
     JobRecord,
     JobStatus,
@@ -39,77 +38,23 @@ from runnel.jobs.model import (
     Progress,
     QueueCounts,
 )
+from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
+from runnel.memory.job_records import (
+    Letter,
+    StoredJob,
+    StoredResult,
+    Tally,
+    Waiter,
+    letter_line,
+    ms,
+    seconds,
+    stored_error,
+)
 from runnel.store.jobs import JobStore
 
 __all__ = ["JobQueueState", "MemoryJobStore"]
 
 T = TypeVar("T")
-
-
-def _ms(seconds: float) -> int:
-    return int(seconds * 1000)
-
-
-def _seconds(ms: int | None) -> float | None:
-    return None if ms is None else ms / 1000
-
-
-@dataclass(slots=True)
-class _Job:
-    """A job's record (the Redis store's job hash), times in milliseconds."""
-
-    name: str
-    payload: bytes
-    codec: str
-    retries: int
-    results: bool
-    created: int
-    status: JobStatus = JobStatus.SENT
-    tries: int = 0
-    due: int | None = None
-    started: int | None = None
-    finished: int | None = None
-    executor: str | None = None
-    error: ErrorInfo | None = None
-    replayed: int | None = None
-    expires: float | None = None
-    """Monotonic time the record is gone at (a success's, after ``results_ttl``)."""
-    entry: bytes | None = None
-    """Its latest queue entry (the Redis store's ``entry`` field), to cancel it by."""
-    progress: Progress | None = None
-
-
-@dataclass(slots=True)
-class _Result:
-    item: bytes
-    expires: float | None = None
-
-
-@dataclass(slots=True)
-class _Letter:
-    id: str
-    name: str
-    error: str
-    at: int
-
-
-@dataclass(slots=True)
-class _Waiter:
-    """A coroutine blocked in some event loop until the state changes."""
-
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[None]
-
-    def wake(self) -> None:
-        try:
-            self.loop.call_soon_threadsafe(_settle, self.future)
-        except RuntimeError:  # its loop is closed: nobody waits any more
-            pass
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 @dataclass
@@ -118,15 +63,17 @@ class JobQueueState:
     dead letters and job records. Shared by every :class:`MemoryJobStore` made over it."""
 
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    jobs: dict[str, _Job] = field(default_factory=dict)
-    queue: OrderedDict[bytes, str] = field(default_factory=OrderedDict)
-    """Entries not delivered yet, oldest first: ticket -> job id."""
+    jobs: dict[str, StoredJob] = field(default_factory=dict)
+    queues: dict[str, OrderedDict[bytes, str]] = field(
+        default_factory=lambda: {DEFAULT_QUEUE: OrderedDict()}
+    )
+    """Per queue, the entries not delivered yet, oldest first: ticket -> job id."""
     pending: OrderedDict[bytes, tuple[str, str]] = field(default_factory=OrderedDict)
     """Entries delivered and not finished: ticket -> (executor, job id)."""
     schedule: dict[str, int] = field(default_factory=dict)
     """Job id -> due time (ms)."""
-    dead: OrderedDict[bytes, _Letter] = field(default_factory=OrderedDict)
-    results: dict[str, _Result] = field(default_factory=dict)
+    dead: OrderedDict[bytes, Letter] = field(default_factory=OrderedDict)
+    results: dict[str, StoredResult] = field(default_factory=dict)
     kept: dict[str, int] = field(default_factory=dict)
     """Results index: job id -> when its result expires by the workers' clock (ms)."""
     cancels: dict[str, int] = field(default_factory=dict)
@@ -138,9 +85,9 @@ class JobQueueState:
     """Executor -> (its description, monotonic time its heartbeat expires)."""
     ticks: dict[str, int] = field(default_factory=dict)
     """Periodic job name -> its last settled tick (ms)."""
-    takers: list[_Waiter] = field(default_factory=list, repr=False)
-    result_waiters: dict[str, list[_Waiter]] = field(default_factory=dict, repr=False)
-    notice_waiters: dict[str, list[_Waiter]] = field(default_factory=dict, repr=False)
+    takers: list[Waiter] = field(default_factory=list, repr=False)
+    result_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
+    notice_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
     _tickets: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
     # Helpers; each is called with the lock held.
@@ -148,7 +95,7 @@ class JobQueueState:
     def ticket(self) -> bytes:
         return b"%d-0" % next(self._tickets)
 
-    def record(self, job_id: str) -> _Job | None:
+    def record(self, job_id: str) -> StoredJob | None:
         job = self.jobs.get(job_id)
         if job is not None and job.expires is not None and job.expires <= time.monotonic():
             del self.jobs[job_id]
@@ -169,30 +116,38 @@ class JobQueueState:
             return False
         return beat is not None
 
+    def queue(self, name: str) -> OrderedDict[bytes, str]:
+        found = self.queues.get(name)
+        if found is None:
+            found = self.queues[name] = OrderedDict()
+        return found
+
     def add(self, new: NewJob) -> bool:
-        """Store a new job, on the queue or the schedule; False if its id exists."""
+        """Store a new job, on its queue or the schedule; False if its id exists."""
         if self.record(new.id) is not None:
             return False
-        job = _Job(
+        job = StoredJob(
             name=new.name,
             payload=new.payload,
             codec=new.codec,
             retries=new.retries,
             results=new.results,
-            created=_ms(new.created),
+            created=ms(new.created),
+            queue=new.queue,
         )
         self.jobs[new.id] = job
         if new.due is None:
-            self.push(new.id)
+            self.push(new.id, new.queue)
         else:
-            job.due = _ms(new.due)
+            job.due = ms(new.due)
             self.schedule[new.id] = job.due
         return True
 
-    def push(self, job_id: str) -> None:
-        """Onto the queue's tail, waking every blocked taker."""
+    def push(self, job_id: str, queue: str) -> None:
+        """Onto the tail of its queue (the job names the entry), waking every blocked
+        taker."""
         entry = self.ticket()
-        self.queue[entry] = job_id
+        self.queue(queue)[entry] = job_id
         job = self.jobs.get(job_id)
         if job is not None:
             job.entry = entry
@@ -201,17 +156,32 @@ class JobQueueState:
             waiter.wake()
 
     def store_result(self, job_id: str, item: bytes, expires: float | None) -> None:
-        self.results[job_id] = _Result(item, expires)
+        self.results[job_id] = StoredResult(item, expires)
         for waiter in self.result_waiters.pop(job_id, []):
             waiter.wake()
 
     def holds(self, executor: str) -> bool:
         return any(owner == executor for owner, _ in self.pending.values())
 
-    def take(self, executor: str, count: int, now: int) -> list[Delivery]:
+    def queue_of(self, job_id: str) -> str:
+        job = self.jobs.get(job_id)
+        return DEFAULT_QUEUE if job is None else job.queue
+
+    def take(self, executor: str, count: int, now: int, plan: TakePlan | None) -> list[Delivery]:
         out: list[Delivery] = []
-        while self.queue and len(out) < count:
-            entry, job_id = self.queue.popitem(last=False)
+        if plan is None:
+            self._take(executor, DEFAULT_QUEUE, count, now, out)
+            return out
+        for name, quota in plan:
+            self._take(executor, name, min(len(out) + quota, count), now, out)
+        for name, _ in plan:
+            self._take(executor, name, count, now, out)
+        return out
+
+    def _take(self, executor: str, name: str, upto: int, now: int, out: list[Delivery]) -> None:
+        queue = self.queues.get(name)
+        while queue and len(out) < upto:
+            entry, job_id = queue.popitem(last=False)
             job = self.record(job_id)
             if job is None or job.status == JobStatus.CANCELLED:
                 continue  # purged or cancelled while queued: nothing to run
@@ -230,9 +200,9 @@ class JobQueueState:
                     tries=job.tries,
                     retries=job.retries,
                     results=job.results,
+                    queue=name,
                 )
             )
-        return out
 
     def cancel(self, job_id: str, at: int, ttl_ms: int) -> JobStatus:
         job = self.record(job_id)
@@ -243,7 +213,7 @@ class JobQueueState:
             return before
         self.schedule.pop(job_id, None)
         if job.entry is not None:
-            self.queue.pop(job.entry, None)
+            self.queue(job.queue).pop(job.entry, None)
             held = self.pending.pop(job.entry, None)
             if held is not None and before == JobStatus.EXECUTING:
                 executor = held[0]
@@ -252,7 +222,7 @@ class JobQueueState:
                     waiter.wake()
         job.status = JobStatus.CANCELLED
         job.finished = at
-        job.due = None
+        job.due = job.entry = None
         job.expires = time.monotonic() + ttl_ms / 1000
         self.cancels[job_id] = at + ttl_ms
         if job.results:
@@ -266,7 +236,7 @@ class JobQueueState:
         job = self.record(o.id)
         if job is None:  # purged while it ran (or expired): not brought back to life
             return True
-        at = _ms(o.at)
+        at = ms(o.at)
         if o.kind == "success":
             job.status = JobStatus.SUCCESS
             job.finished = at
@@ -281,14 +251,14 @@ class JobQueueState:
             job.status = JobStatus.RETRY
             job.finished = at
             job.error = o.error
-            job.due = _ms(o.due)
+            job.due = ms(o.due)
             self.schedule[o.id] = job.due
         elif o.kind == "dead":
             job.status = JobStatus.DEAD
             job.finished = at
             job.error = o.error
-            line = _letter_line(o.error)
-            self.dead[self.ticket()] = _Letter(o.id, job.name, line, at)
+            line = letter_line(o.error)
+            self.dead[self.ticket()] = Letter(o.id, job.name, line, at, job.queue)
             if o.result is not None:
                 self.store_result(o.id, o.result, None)
         else:
@@ -297,7 +267,7 @@ class JobQueueState:
                 job.status = JobStatus.RETRY if job.tries > 0 else JobStatus.SENT
                 job.started = None
                 job.executor = None
-            self.push(o.id)
+            self.push(o.id, job.queue)
         return True
 
 
@@ -312,7 +282,7 @@ class MemoryJobStore(JobStore):
         return f"<MemoryJobStore {id(self.state):#x}>"
 
     async def _until(
-        self, read: Callable[[], T], waiters: Callable[[], list[_Waiter]], within: float
+        self, read: Callable[[], T], waiters: Callable[[], list[Waiter]], within: float
     ) -> T:
         """``read()`` until it gives something, for up to ``within`` seconds: in between,
         wait among ``waiters()`` to be woken by a change. Both are called with the lock
@@ -325,7 +295,7 @@ class MemoryJobStore(JobStore):
                 left = deadline - time.monotonic()
                 if got or left <= 0:
                     return got
-                waiter = _Waiter(loop, loop.create_future())
+                waiter = Waiter(loop, loop.create_future())
                 waiters().append(waiter)
             try:
                 async with asyncio.timeout(left):
@@ -341,7 +311,7 @@ class MemoryJobStore(JobStore):
 
     async def last_ticks(self, names: Sequence[str]) -> dict[str, float | None]:
         with self.state.lock:
-            return {n: _seconds(self.state.ticks.get(n)) for n in names}
+            return {n: seconds(self.state.ticks.get(n)) for n in names}
 
     async def settle_ticks(
         self, name: str, last: float | None, tick: float, jobs: Sequence[NewJob]
@@ -350,7 +320,7 @@ class MemoryJobStore(JobStore):
         with s.lock:
             stored = s.ticks.get(name)
             if stored != (None if last is None else round(last * 1000)):
-                return False, _seconds(stored)
+                return False, seconds(stored)
             s.ticks[name] = round(tick * 1000)
             for new in jobs:
                 s.add(new)
@@ -358,13 +328,24 @@ class MemoryJobStore(JobStore):
 
     # Running jobs.
 
-    async def prepare(self) -> None:
-        return None  # nothing to create
+    async def prepare(self, queues: Sequence[str] = (DEFAULT_QUEUE,)) -> None:
+        with self.state.lock:
+            for name in queues:
+                self.state.queue(name)
 
-    async def take(self, executor: str, count: int, block_ms: int, clock: Clock) -> list[Delivery]:
+    async def take(
+        self,
+        executor: str,
+        count: int,
+        block_ms: int,
+        clock: Clock,
+        queues: TakePlan | None = None,
+    ) -> list[Delivery]:
         s = self.state
         return await self._until(
-            lambda: s.take(executor, count, _ms(clock.now())), lambda: s.takers, block_ms / 1000
+            lambda: s.take(executor, count, ms(clock.now()), queues),
+            lambda: s.takers,
+            block_ms / 1000,
         )
 
     async def finish(
@@ -376,11 +357,11 @@ class MemoryJobStore(JobStore):
         only_if_dead: bool = False,
     ) -> list[str]:
         s = self.state
-        now = _ms(max((o.at for o in outcomes), default=0.0))
+        now = ms(max((o.at for o in outcomes), default=0.0))
         with s.lock:
             if only_if_dead and s.alive(executor):
                 return [o.id for o in outcomes]
-            ttl = _ms(results_ttl)
+            ttl = ms(results_ttl)
             refused = [o.id for o in outcomes if not s.finish_one(o, ttl)]
             for job_id in [j for j, until in s.kept.items() if until <= now]:
                 del s.kept[job_id]
@@ -389,14 +370,14 @@ class MemoryJobStore(JobStore):
     async def promote_due(self, now: float, limit: int) -> int:
         s = self.state
         with s.lock:
-            due = sorted((at, job_id) for job_id, at in s.schedule.items() if at <= _ms(now))
+            due = sorted((at, job_id) for job_id, at in s.schedule.items() if at <= ms(now))
             due = due[:limit]
             for _, job_id in due:
                 del s.schedule[job_id]
                 job = s.record(job_id)
                 if job is not None:
                     job.due = None
-                    s.push(job_id)
+                    s.push(job_id, job.queue)
         return len(due)
 
     async def report_progress(self, executor: str, job_id: str, progress: Progress) -> bool:
@@ -415,9 +396,9 @@ class MemoryJobStore(JobStore):
     async def cancel(self, job_id: str, at: float, results_ttl: float) -> JobStatus:
         s = self.state
         with s.lock:
-            for gone in [j for j, until in s.cancels.items() if until <= _ms(at)]:
+            for gone in [j for j, until in s.cancels.items() if until <= ms(at)]:
                 del s.cancels[gone]
-            return s.cancel(job_id, _ms(at), _ms(results_ttl))
+            return s.cancel(job_id, ms(at), ms(results_ttl))
 
     async def cancelled(self, executor: str, within: float) -> list[str]:
         s = self.state
@@ -516,14 +497,15 @@ class MemoryJobStore(JobStore):
             tries=job.tries,
             retries=job.retries,
             results=job.results,
-            created=_seconds(job.created),
-            due=_seconds(job.due),
-            started=_seconds(job.started),
-            finished=_seconds(job.finished),
+            created=seconds(job.created),
+            due=seconds(job.due),
+            started=seconds(job.started),
+            finished=seconds(job.finished),
             executor=job.executor,
-            error=_stored(job.error),
+            error=stored_error(job.error),
             result=result,
             progress=job.progress,
+            queue=job.queue,
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
@@ -535,14 +517,23 @@ class MemoryJobStore(JobStore):
     async def counts(self, now: float) -> QueueCounts:
         s = self.state
         with s.lock:
+            per = {q: Tally(len(entries)) for q, entries in s.queues.items()}
+            for _, job_id in s.pending.values():
+                per.setdefault(s.queue_of(job_id), Tally()).executing += 1
+            for job_id, due in s.schedule.items():
+                per.setdefault(s.queue_of(job_id), Tally()).schedule(due)
+            for letter in s.dead.values():
+                per.setdefault(letter.queue, Tally()).dead += 1
+            queues = {name: tally.counts() for name, tally in per.items()}
             return QueueCounts(
-                queued=len(s.queue),
+                queued=sum(c.queued for c in queues.values()),
                 executing=len(s.pending),
                 scheduled=len(s.schedule),
                 dead=len(s.dead),
-                results=sum(1 for until in s.kept.values() if until > _ms(now)),
+                results=sum(1 for until in s.kept.values() if until > ms(now)),
                 next_due=min(s.schedule.values()) / 1000 if s.schedule else None,
-                cancelled=sum(1 for until in s.cancels.values() if until > _ms(now)),
+                cancelled=sum(1 for until in s.cancels.values() if until > ms(now)),
+                queues=queues,
             )
 
     # Dead letters.
@@ -552,7 +543,7 @@ class MemoryJobStore(JobStore):
             letters = list(self.state.dead.items())
         if limit is not None:
             letters = letters[:limit]
-        return [DeadLetter(t, d.id, d.name, d.error, d.at / 1000) for t, d in letters]
+        return [DeadLetter(t, d.id, d.name, d.error, d.at / 1000, d.queue) for t, d in letters]
 
     async def replay(self, letters: Sequence[DeadLetter], now: float) -> int:
         s = self.state
@@ -566,12 +557,12 @@ class MemoryJobStore(JobStore):
                     continue
                 job.status = JobStatus.SENT
                 job.tries = 0
-                job.replayed = _ms(now)
+                job.replayed = ms(now)
                 job.error = job.started = job.finished = job.executor = job.due = None
                 job.progress = None
                 s.results.pop(letter.id, None)
                 s.kept.pop(letter.id, None)
-                s.push(letter.id)
+                s.push(letter.id, job.queue)
                 n += 1
         return n
 
@@ -587,15 +578,3 @@ class MemoryJobStore(JobStore):
                 s.kept.pop(letter.id, None)
                 n += 1
         return n
-
-
-def _letter_line(error: ErrorInfo | None) -> str:
-    """What a dead letter says of the error: its type, and its message if any."""
-    if error is None:
-        return "Error"
-    return f"{error.type}: {error.message}" if error.message else error.type
-
-
-def _stored(error: ErrorInfo | None) -> ErrorInfo | None:
-    """The error as a reader of the Redis store gets it back (through its JSON form)."""
-    return None if error is None else codec.error_from_json(codec.error_json(error))

@@ -14,7 +14,8 @@ from runnel.metrics.stats import EVENT_BUCKETS, JOB_BUCKETS
 
 PARTITION = ("app", "processor", "stream", "partition")
 PROCESSOR = ("app", "processor", "stream")
-JOB = ("app", "job")
+JOB = ("app", "job", "queue")
+QUEUE = ("app", "queue")
 TABLE = ("app", "processor", "stream", "table")
 APP = ("app",)
 
@@ -187,15 +188,18 @@ class Definitions:
         )
         self.executing = self._queue_gauge("runnel_jobs_executing", "Jobs taken by workers.")
         self.dead_letters = self._queue_gauge("runnel_jobs_dead_letters", "Dead letters kept.")
+        # Per app, not per queue: the records are kept as results are, in one index.
         self.cancelled_kept = self._queue_gauge(
-            "runnel_jobs_cancelled_kept", "Cancelled jobs kept (for results_ttl after the cancel)."
+            "runnel_jobs_cancelled_kept",
+            "Cancelled jobs kept (for results_ttl after the cancel).",
+            APP,
         )
 
-    def _queue_gauge(self, name: str, doc: str) -> Gauge:
+    def _queue_gauge(self, name: str, doc: str, labels: tuple[str, ...] = QUEUE) -> Gauge:
         return Gauge(
             name,
             f"{doc} Sampled by the leader.",
-            APP,
+            labels,
             multiprocess_mode="livemostrecent",
             registry=self.registry,
         )

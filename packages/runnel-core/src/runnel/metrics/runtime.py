@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from prometheus_client import Counter, Gauge, Histogram
 
 from runnel.exceptions import TransportError
+from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.metrics import stats
 from runnel.metrics.definitions import Definitions
 from runnel.metrics.server import Server, serve, supervised
@@ -134,20 +135,22 @@ class WorkerMetrics:
                 self._add(d.redelivered, where, part.redelivered)
                 self._add(d.acked, where, part.acked)
         d.leader.labels(app).set(1 if worker.is_leader() else 0)
+        declared = worker.job_executor.jobs if worker.job_executor is not None else {}
         for name, job in list(worker.stats.jobs.jobs.items()):
-            labels = (app, name)
+            found = declared.get(name)
+            labels = (app, name, found.queue if found is not None else DEFAULT_QUEUE)
             self._add(d.started, labels, job.started)
             self._add(d.succeeded, labels, job.succeeded)
             self._add(d.retried, labels, job.retried)
             self._add(d.dead, labels, job.dead)
             self._add(d.cancelled, labels, job.cancelled)
             self._add_buckets(d.run_time, labels, job.timings)
-        for (of, name), count in list(stats.enqueued.items()):
+        for (of, name, queue), count in list(stats.enqueued.items()):
             if of == app:
-                self._add(d.enqueued, (app, name), count)
-        for (of, name, how), count in list(stats.ticks.items()):
+                self._add(d.enqueued, (app, name, queue), count)
+        for (of, name, queue, how), count in list(stats.ticks.items()):
             if of == app:
-                self._add(d.ticks, (app, name, how), count)
+                self._add(d.ticks, (app, name, queue, how), count)
 
     def _add(self, counter: Counter, labels: tuple[str, ...], total: int) -> None:
         key = (counter, labels)
@@ -193,10 +196,11 @@ class WorkerMetrics:
                 log.debug("sampling the job queue failed: %r", exc)
             else:
                 d = self.defs
-                d.queued.labels(self.app).set(counts.queued)
-                d.scheduled.labels(self.app).set(counts.scheduled)
-                d.executing.labels(self.app).set(counts.executing)
-                d.dead_letters.labels(self.app).set(counts.dead)
+                for queue, c in (counts.queues or {DEFAULT_QUEUE: counts}).items():
+                    d.queued.labels(self.app, queue).set(c.queued)
+                    d.scheduled.labels(self.app, queue).set(c.scheduled)
+                    d.executing.labels(self.app, queue).set(c.executing)
+                    d.dead_letters.labels(self.app, queue).set(c.dead)
                 d.cancelled_kept.labels(self.app).set(counts.cancelled)
 
     async def _sample_backlog(self, executor: Executor) -> None:

@@ -26,11 +26,12 @@ SAMPLE_EVERY = 16
 ``take()``): two clock readings and a bucket per event would cost a few percent of the
 per-event throughput, a sample costs nothing measurable and shows the same distribution."""
 
-enqueued: Counter[tuple[str, str]] = Counter()
-"""Jobs enqueued by this process, by (app, job name): counted where ``delay()`` runs."""
-ticks: Counter[tuple[str, str, str]] = Counter()
-"""Ticks of periodic jobs this process settled, by (app, job name, how): ``on_time`` and
-``caught_up`` (one run for missed ticks) enqueued a job, ``skipped`` missed ticks did not."""
+enqueued: Counter[tuple[str, str, str]] = Counter()
+"""Jobs enqueued by this process, by (app, job name, queue): counted where ``delay()`` runs."""
+ticks: Counter[tuple[str, str, str, str]] = Counter()
+"""Ticks of periodic jobs this process settled, by (app, job name, queue, how): ``on_time``
+and ``caught_up`` (one run for missed ticks) enqueued a job, ``skipped`` missed ticks did
+not."""
 
 
 class Timings:

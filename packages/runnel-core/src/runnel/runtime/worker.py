@@ -15,9 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel import context
-from runnel.exceptions import TransportError
+from runnel.exceptions import Misconfigured, TransportError
 from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.jobs.periodic import CronScheduler
+from runnel.jobs.queues import QueueSelection, choose
 from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
 from runnel.processing.executor import Executor
@@ -74,6 +75,7 @@ class Worker:
         *,
         jobs: bool = True,
         concurrency: int | None = None,
+        queues: str | QueueSelection | None = None,
     ) -> None:
         self.app = app
         self.processors = list(app.processors.values()) if processors is None else list(processors)
@@ -95,6 +97,10 @@ class Worker:
                 heartbeat_timeout=s.job_heartbeat_timeout,
                 schedule_interval=s.job_schedule_interval,
             )
+            try:
+                chosen = choose(app.jobs.values(), queues or s.job_queues, app.name)
+            except ValueError as exc:
+                raise Misconfigured(str(exc)) from None
             self.job_executor = JobExecutor(
                 app.jobs,
                 app.job_store,
@@ -103,6 +109,7 @@ class Worker:
                 worker=self.id,
                 app=app.name,
                 stats=self.stats.jobs,
+                queues=chosen,
             )
         self.periodic: CronScheduler | None = None
         """Enqueues the periodic jobs' ticks, beside the job executor (none lead: each

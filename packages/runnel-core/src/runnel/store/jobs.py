@@ -9,6 +9,11 @@ two calls leaves every job either still in the queue or finished, never both or 
 Deliveries are *fenced*: an outcome names the delivery's ticket, and is applied only if
 that delivery is still outstanding. A job taken back from an executor presumed dead (it
 stopped beating) gets a new ticket, so the paused executor's late outcome is refused.
+
+Jobs are in named queues (``NewJob.queue``; :data:`runnel.jobs.queues.DEFAULT_QUEUE` for
+all that name none). A job stays in its queue for life: a retry, a job put back and a
+replayed dead letter go back to the queue it came from. Calls that do not name queues
+(promoting due jobs, recovery, counts, dead letters) cover every queue the store holds.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from runnel.jobs.model import (
     Progress,
     QueueCounts,
 )
+from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 
 
 class JobStore(abc.ABC):
@@ -66,10 +72,24 @@ class JobStore(abc.ABC):
     # Running jobs.
 
     @abc.abstractmethod
-    async def take(self, executor: str, count: int, block_ms: int, clock: Clock) -> list[Delivery]:
+    async def take(
+        self,
+        executor: str,
+        count: int,
+        block_ms: int,
+        clock: Clock,
+        queues: TakePlan | None = None,
+    ) -> list[Delivery]:
         """Take up to ``count`` queued jobs for ``executor`` and mark them EXECUTING (try
         counted, started at ``clock.now()``), waiting up to ``block_ms`` for one to arrive
-        if none is queued."""
+        if none is queued.
+
+        ``queues`` (None: the default queue alone) names the queues to take from, each
+        with a quota: first up to its quota from each queue in the order given, then, while
+        fewer than ``count`` are taken, as many as are left from each queue in the same
+        order. All in one step: with ``[("critical", n), ("bulk", n)]`` a bulk job is
+        taken only if no critical job was queued. Each delivery names its queue.
+        """
 
     @abc.abstractmethod
     async def finish(
@@ -100,8 +120,9 @@ class JobStore(abc.ABC):
     # Executors.
 
     @abc.abstractmethod
-    async def prepare(self) -> None:
-        """Create what workers read from (idempotent); called when an executor starts."""
+    async def prepare(self, queues: Sequence[str] = (DEFAULT_QUEUE,)) -> None:
+        """Create what workers read from in these queues (idempotent); called when an
+        executor starts."""
 
     @abc.abstractmethod
     async def beat(self, executor: str, info: Mapping[str, Any], ttl: float) -> None:
@@ -160,17 +181,19 @@ class JobStore(abc.ABC):
 
     @abc.abstractmethod
     async def counts(self, now: float) -> QueueCounts:
-        """How many jobs are queued, executing, scheduled, dead; results kept."""
+        """How many jobs are queued, executing, scheduled, dead (in all, and per queue:
+        ``QueueCounts.queues``, the default queue always among them); results kept."""
 
     # Dead letters.
 
     @abc.abstractmethod
     async def dead_letters(self, limit: int | None = None) -> list[DeadLetter]:
-        """The dead letters, oldest first."""
+        """The dead letters of every queue, oldest first (each names its queue)."""
 
     @abc.abstractmethod
     async def replay(self, letters: Sequence[DeadLetter], now: float) -> int:
-        """Enqueue these dead jobs again as new (tries reset, status SENT); how many."""
+        """Enqueue these dead jobs again as new (tries reset, status SENT), each on the
+        queue it died in; how many."""
 
     @abc.abstractmethod
     async def purge(self, letters: Sequence[DeadLetter]) -> int:

@@ -260,9 +260,28 @@ function drawJobs(state) {
     count("cancelled", q.cancelled),
     count("results", q.results),
   );
+  const named = Object.entries(q.queues || {});
+  const queues =
+    named.length > 1
+      ? table(
+          [["queue"], ["queued", "num"], ["executing", "num"], ["scheduled", "num"], ["next due"], ["dead", "num"]],
+          named.map(([name, c]) =>
+            el(
+              "tr",
+              { class: "job-queue", "data-queue": name },
+              el("td", { class: "mono" }, name),
+              el("td", { class: "num" }, c.queued),
+              el("td", { class: "num" }, c.executing),
+              el("td", { class: "num" }, c.scheduled),
+              el("td", {}, c.next_due ? ago(c.next_due, state.now) : "-"),
+              el("td", { class: `num${c.dead ? " alarm" : ""}` }, c.dead),
+            ),
+          ),
+        )
+      : null;
   const executors = q.executors.length
     ? table(
-        [["executor"], ["host"], ["pid", "num"], ["state"], ["running", "num"], ["succeeded", "num"], ["failed tries", "num"]],
+        [["executor"], ["host"], ["pid", "num"], ["state"], ["queues"], ["running", "num"], ["succeeded", "num"], ["failed tries", "num"]],
         q.executors.map((ex) =>
           el(
             "tr",
@@ -271,6 +290,7 @@ function drawJobs(state) {
             el("td", {}, ex.host ?? "?"),
             el("td", { class: "num" }, ex.pid ?? "?"),
             el("td", {}, stateBadge(ex.alive ? "alive" : "NOT BEATING")),
+            el("td", { class: "mono" }, ex.queues ?? "default"),
             el("td", { class: "num" }, `${ex.running ?? "?"}/${ex.concurrency ?? "?"}`),
             el("td", { class: "num" }, ex.done ?? "?"),
             el("td", { class: "num" }, ex.failed ?? "?"),
@@ -339,6 +359,7 @@ function drawJobs(state) {
   const more = q.dead > state.dead.length ? `, the oldest ${state.dead.length} shown` : "";
   box.replaceChildren(
     counts,
+    ...(queues ? [el("h3", {}, "Queues"), queues] : []),
     el("h3", {}, "Executors"),
     executors,
     el("h3", {}, "Running jobs", el("span", { class: "sub" }, q.executing > state.running.length ? `, ${state.running.length} shown` : "")),

@@ -1,11 +1,15 @@
 -- Record how deliveries ended, each together with its removal from the queue (XACK and
 -- XDEL), so the queue holds only unfinished work and no step can be half done. (The
 -- deletions and the results index additions go in one command each, at the end.)
--- KEYS[1] queue stream, KEYS[2] schedule, KEYS[3] dead letters, KEYS[4] results index.
+-- KEYS[1] queue stream, KEYS[2] schedule, KEYS[3] dead letters (the default queue's),
+-- KEYS[4] results index.
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] results ttl (ms), ARGV[4] now (ms),
 -- ARGV[5] a heartbeat key that must be absent ('' for none: recovery on behalf of a
 -- dead executor is refused whole if it beats again), then 6 values per outcome:
---   kind, entry, job id, at (ms), a, b
+--   kind, ticket, job id, at (ms), a, b
+-- A ticket is the queue entry's id, for the default queue, or 'name/entry' for an entry
+-- of the named queue 'name', whose keys are prefix .. 'queue.' .. name, 'schedule.' ..
+-- name and 'dead.' .. name.
 --   s(uccess): a = result item ('' keeps none)
 --   r(etry):   a = due (ms), b = error (JSON)
 --   d(ead):    a = result item telling the failure ('' keeps none), b = error (JSON)
@@ -18,16 +22,28 @@ if ARGV[5] ~= '' and redis.call('EXISTS', ARGV[5]) == 1 then
   return refused
 end
 local prefix, group, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local queue = KEYS[1]
-local done = {}     -- entries to delete from the queue, all in one XDEL
+local done = {}     -- per queue stream, the entries to delete, all in one XDEL
 local kept = {}     -- results index additions (score, id, ...), all in one ZADD
 for i = 6, #ARGV, 6 do
   local kind, entry, id, at, a, b =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  local queue, schedule, dead = KEYS[1], KEYS[2], KEYS[3]
+  local slash = string.find(entry, '/', 1, true)
+  if slash then
+    local name = string.sub(entry, 1, slash - 1)
+    entry = string.sub(entry, slash + 1)
+    queue = prefix .. 'queue.' .. name
+    schedule, dead = prefix .. 'schedule.' .. name, prefix .. 'dead.' .. name
+  end
   if redis.call('XACK', queue, group, entry) == 0 then
     refused[#refused + 1] = id
   else
-    done[#done + 1] = entry
+    local entries = done[queue]
+    if not entries then
+      entries = {}
+      done[queue] = entries
+    end
+    entries[#entries + 1] = entry
     local key = prefix .. 'job.' .. id
     -- A job purged while it ran is not brought back to life by its outcome.
     if redis.call('HEXISTS', key, 'name') == 1 then
@@ -45,13 +61,13 @@ for i = 6, #ARGV, 6 do
         redis.call('PEXPIRE', key, ttl)
       elseif kind == 'r' then
         redis.call('HSET', key, 'status', 'RETRY', 'finished', at, 'error', b, 'due', a)
-        redis.call('ZADD', KEYS[2], a, id)
+        redis.call('ZADD', schedule, a, id)
       elseif kind == 'd' then
         redis.call('HSET', key, 'status', 'DEAD', 'finished', at, 'error', b)
         local e = cjson.decode(b)
         local line = e['type']
         if e['message'] and e['message'] ~= '' then line = line .. ': ' .. e['message'] end
-        redis.call('XADD', KEYS[3], '*', 'id', id, 'name', redis.call('HGET', key, 'name'),
+        redis.call('XADD', dead, '*', 'id', id, 'name', redis.call('HGET', key, 'name'),
           'error', line, 'at', at)
         if a ~= '' then
           local rkey = prefix .. 'result.' .. id
@@ -70,8 +86,10 @@ for i = 6, #ARGV, 6 do
   end
 end
 -- In slices: unpack() is limited by Lua's stack.
-for first = 1, #done, 1000 do
-  redis.call('XDEL', queue, unpack(done, first, math.min(first + 999, #done)))
+for queue, entries in pairs(done) do
+  for first = 1, #entries, 1000 do
+    redis.call('XDEL', queue, unpack(entries, first, math.min(first + 999, #entries)))
+  end
 end
 for first = 1, #kept, 1000 do
   redis.call('ZADD', KEYS[4], unpack(kept, first, math.min(first + 999, #kept)))

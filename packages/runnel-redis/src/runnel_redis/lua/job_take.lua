@@ -1,6 +1,7 @@
--- Take jobs for one executor and start them: status EXECUTING, the try counted, in the
--- same step as the read, so a job is never held without its status saying so; the job
--- names its entry (as enqueued, or by a client that did not name it), for a cancel.
+-- Take jobs for one executor and start them (job_start.lua): status EXECUTING, the try
+-- counted, in the same step as the read, so a job is never held without its status saying
+-- so; the job names its entry (as enqueued, or by a client that did not name it), for a
+-- cancel. The default queue only; job_take_queues.lua takes from several.
 -- KEYS[1] queue stream.
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] executor (its consumer name), ARGV[4] now (ms),
 -- ARGV[5] how many; then, when the executor has just read entries itself (a blocking
@@ -33,26 +34,6 @@ else
 end
 local out = {}
 for _, pair in ipairs(pairs_) do
-  local entry, id = pair[1], pair[2]
-  local key = id and (ARGV[1] .. 'job.' .. id)
-  local f = key and redis.call('HMGET', key, 'name', 'payload', 'codec', 'retries', 'results',
-    'tries', 'status')
-  if not f or not f[1] or f[7] == 'CANCELLED' then
-    -- Purged or cancelled while queued (or not a job entry): nothing to run.
-    redis.call('XACK', queue, group, entry)
-    redis.call('XDEL', queue, entry)
-  else
-    local tries = tonumber(f[6] or 0) + 1
-    redis.call('HSET', key, 'status', 'EXECUTING', 'tries', tries, 'started', now,
-      'executor', executor, 'entry', entry)
-    out[#out + 1] = entry
-    out[#out + 1] = id
-    out[#out + 1] = f[1]
-    out[#out + 1] = f[2]
-    out[#out + 1] = f[3]
-    out[#out + 1] = tries
-    out[#out + 1] = f[4]
-    out[#out + 1] = f[5]
-  end
+  start_job(queue, group, executor, now, ARGV[1], pair[1], pair[2], pair[1], out)
 end
 return out
