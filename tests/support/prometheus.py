@@ -40,6 +40,7 @@ def require(path: str | None, name: str) -> str:
         pytest.skip(reason)
     return path
 
+
 Series = list[tuple[dict[str, str], float]]
 
 
