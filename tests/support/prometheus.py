@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,11 +66,17 @@ class Prometheus:
         except urllib.error.HTTPError as exc:
             return f"{exc.code}: {exc.read().decode()}"
 
-    def alerts(self) -> list[dict[str, object]]:
+    def alerts(self) -> list[dict[str, Any]]:
         """The alerts pending or firing: labels, annotations, state, value."""
         data = self._get("/api/v1/alerts")
         assert isinstance(data, dict)
         return list(data["alerts"])
+
+    def rules(self) -> list[dict[str, Any]]:
+        """The rules loaded, each with its health (``ok`` once evaluated without error)."""
+        data = self._get("/api/v1/rules")
+        assert isinstance(data, dict)
+        return [rule for group in data["groups"] for rule in group["rules"]]
 
     def query(self, expr: str) -> Series:
         """An instant query: each series' labels (``__name__`` included) and value."""
