@@ -9,6 +9,7 @@ Everything polls until the value is there; the timeouts only guard against a han
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +83,20 @@ def dashboard_queries() -> list[str]:
             expr = expr.removeprefix("label_values(").rsplit(",", 1)[0]
         out.append(expr)
     return out
+
+
+def documented_queries() -> list[str]:
+    """The expressions of the PromQL example of docs/operations.md (an indented line
+    goes on the one before it)."""
+    text = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    [block] = re.findall(r"^```promql\n(.*?)^```$", text, re.M | re.S)
+    exprs: list[str] = []
+    for line in block.splitlines():
+        if line.startswith(" ") and exprs:
+            exprs[-1] += "\n" + line
+        elif line and not line.startswith("#"):
+            exprs.append(line)
+    return exprs
 
 
 def test_prometheus_answers_what_the_worker_did(
@@ -165,6 +180,15 @@ def test_prometheus_answers_what_the_worker_did(
         assert (dead["app"], dead["queue"]) == (app_name, "default")
         [(labels, count)] = server.query(f"runnel_jobs_dead_total{{{ours}}}")
         assert (labels["exported_job"], labels["job"], count) == ("doomed", "runnel", 1)
+
+        # Every query of the operations guide parses; its dead jobs are per job name.
+        documented = documented_queries()
+        assert len(documented) > 10
+        for expr in documented:
+            assert server.parses(expr) is None, (expr, server.parses(expr))
+        [dead_jobs] = [q for q in documented if "increase(runnel_jobs_dead_total" in q]
+        per_job = until(lambda: server.query(dead_jobs), "no dead jobs per job name")
+        assert [x for x, _ in per_job] == [{"exported_job": "doomed"}]
 
         # Every query of the dashboard parses (a PromQL error is a 400), and answers.
         queries = dashboard_queries()

@@ -153,3 +153,31 @@ def test_operations_md_documents_every_alert_and_the_files() -> None:
         assert f"`{name}`" in text, name
     for path in (ALERTS, ALERT_TESTS, DASHBOARD):
         assert f"`{path.relative_to(ROOT)}`" in text, path
+
+
+def test_operations_md_lists_the_dashboard_rows() -> None:
+    text = (ROOT / "docs" / "operations.md").read_text()
+    rows = [p["title"] for p in json.loads(DASHBOARD.read_text())["panels"] if p["type"] == "row"]
+    assert len(rows) == 5
+    for title in rows:
+        assert f"\n- {title}: " in text, title
+
+
+def test_the_promtool_commands_of_operations_md_print_what_it_shows() -> None:
+    text = (ROOT / "docs" / "operations.md").read_text()
+    [block] = [b for b in re.findall(r"^```bash\n(.*?)^```$", text, re.M | re.S) if "promtool" in b]
+    sessions = [s for s in block.split("\n\n") if s.strip()]
+    assert len(sessions) == 2
+    for session in sessions:
+        command, *shown = session.splitlines()
+        assert command.startswith("$ promtool "), command
+        args = command.removeprefix("$ promtool ").split()
+        done = subprocess.run(
+            [require(PROMTOOL, "promtool"), *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (done.stdout + done.stderr).strip().splitlines() == shown, command
