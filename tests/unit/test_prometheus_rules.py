@@ -181,3 +181,12 @@ def test_the_promtool_commands_of_operations_md_print_what_it_shows() -> None:
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert (done.stdout + done.stderr).strip().splitlines() == shown, command
+
+
+def test_the_metrics_table_of_operations_md_is_the_registry() -> None:
+    """Every metric a worker exports has its row, and every row is exported."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    rows = dict(re.findall(r"^\| `(runnel_[a-z_]+)` \| (\w+) \|", text, re.M))
+    families = {f.name: f.type for f in Definitions().registry.collect()}
+    named = {n + ("_total" if t == "counter" else ""): t for n, t in families.items()}
+    assert rows == named
