@@ -171,6 +171,45 @@ async def test_cancelled_jobs_are_counted(redis_url: str, app_name: str) -> None
         assert total(samples, "runnel_jobs_succeeded_total", job="hold", app=app_name) == 0
 
 
+async def test_a_quarantined_partition_is_flagged(redis_url: str, app_name: str) -> None:
+    """runnel_partition_quarantined is 1 for the partition stopped on a failing event and
+    0 for the others; back to 0 once the quarantine is lifted."""
+    port = free_port()
+    app = make_app(app_name, redis_url, metrics_port=port, metrics_host="127.0.0.1")
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=PARTITIONS)
+    healed = False
+
+    @app.processor(pings, exception_policy=ExceptionPolicy.QUARANTINE)
+    async def collect(events):  # type: ignore[no-untyped-def]
+        async for ping in events.records():
+            if ping.n == POISON and not healed:
+                raise ValueError("poison")
+
+    poison = Ping(key="k", n=POISON)
+    stopped = str(pings.partition_number(poison))
+    labels = {"app": app_name, "processor": "collect", "stream": "pings"}
+
+    def flags(s: Samples) -> dict[str, float]:
+        return {
+            got["partition"]: v
+            for name, got, v in s
+            if name == "runnel_partition_quarantined" and got.get("app") == app_name
+        }
+
+    async with Running(app) as running:
+        await pings.send(poison)
+        others = dict.fromkeys((str(p) for p in range(PARTITIONS) if str(p) != stopped), 0.0)
+        samples = await scraped_until(
+            port, lambda s: flags(s) == {**others, stopped: 1.0}, "the quarantine"
+        )
+        assert total(samples, "runnel_events_failed_total", partition=stopped, **labels) == 1
+        healed = True
+        await running.worker.executors[0].coordination.lift(None, "test")
+        await scraped_until(
+            port, lambda s: flags(s) == {**others, stopped: 0.0}, "the lifted quarantine"
+        )
+
+
 async def test_no_port_no_metrics(redis_url: str, app_name: str) -> None:
     """Off by default: no endpoint, no flusher; the counters still add up in memory."""
     app = make_app(app_name, redis_url)

@@ -89,6 +89,13 @@ class Definitions:
             multiprocess_mode="livemostrecent",
             registry=r,
         )
+        self.quarantined = Gauge(
+            "runnel_partition_quarantined",
+            "1 while an owned partition is quarantined (stopped on a failing event), else 0.",
+            PARTITION,
+            multiprocess_mode="livemostrecent",
+            registry=r,
+        )
         self.table_commits = Counter(
             "runnel_table_commits_total",
             "Commits that wrote the table (its changes with the acknowledgements).",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from runnel.exceptions import TransportError
+from runnel.exceptions import Misconfigured, TransportError
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.metrics import stats
 from runnel.metrics.definitions import Definitions
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from runnel.processing.executor import Executor
     from runnel.services import Services
     from runnel.settings import Settings
+    from runnel.store.log import PartitionId
 
 log = logging.getLogger("runnel.metrics")
 
@@ -221,12 +222,14 @@ class WorkerMetrics:
             return
         backlog = await admin.backlog(list(keys), executor.group)
         lost = await executor.store.log.lost(list(keys), executor.group)
+        quarantined = await _quarantined(executor)
         for key, (lag, pending) in backlog.items():
             where = (self.app, ps.name, ps.stream, str(keys[key]))
             if lag is not None:
                 self.defs.lag.labels(*where).set(lag)
             self.defs.pending.labels(*where).set(pending)
             self.defs.lost.labels(*where).set(lost.get(key, 0))
+            self.defs.quarantined.labels(*where).set(1 if key in quarantined else 0)
         tables = executor.processor.stream.tables
         store = executor.store.table_store(self.app) if tables else None
         if store is not None:
@@ -245,7 +248,8 @@ class WorkerMetrics:
     def _forget(self, labels: tuple[str, ...], gauges: Sequence[Gauge] | None = None) -> None:
         """A partition no longer ours: its owner reports it now. In multiprocess mode a
         series cannot be removed; 0 gives way to the owner's next (more recent) sample."""
-        for gauge in gauges or (self.defs.lag, self.defs.pending, self.defs.lost):
+        d = self.defs
+        for gauge in gauges or (d.lag, d.pending, d.lost, d.quarantined):
             if self.multiprocess:
                 gauge.labels(*labels).set(0)
             else:
@@ -265,3 +269,11 @@ class WorkerMetrics:
         gauges = (self.defs.table_keys, self.defs.table_watermark)
         for table in stream.tables:
             self._forget((self.app, table.name, str(number)), gauges)
+
+
+async def _quarantined(executor: Executor) -> set[PartitionId]:
+    """The processor's quarantined partitions; none for a store that cannot record them."""
+    try:
+        return set(await executor.coordination.quarantined())
+    except Misconfigured:
+        return set()
