@@ -1,0 +1,64 @@
+"""Admitting jobs declared with limits in the in-memory job queue: what
+``runnel_redis/lua/job_admit.lua`` does in Redis (see :meth:`JobStore.admit`).
+
+The rate is a GCRA (a token bucket kept as one time per job name) on the monotonic
+clock, as the Redis store's runs on the server's clock; the concurrency slots are the
+deliveries admitted, each with the executor holding it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from runnel.jobs.limits import GONE, Deferral, JobLimits, LimitKind
+from runnel.jobs.model import Delivery, JobStatus
+from runnel.memory.job_records import ms
+
+if TYPE_CHECKING:
+    from runnel.memory.jobs import JobQueueState
+
+
+def admit(
+    s: JobQueueState, executor: str, d: Delivery, limits: JobLimits, now: float, wait: float
+) -> Deferral | str | None:
+    """Admit or defer the delivery (called with the state's lock held)."""
+    owner = s.pending.get(d.ticket)
+    if owner is None or owner[0] != executor:
+        return GONE
+    job = s.record(d.id)
+    if job is None:
+        return None  # purged while taken: its outcome will not bring it back
+    held = None
+    if limits.concurrency is not None:
+        held = s.held.setdefault(d.name, {})
+        for ticket, holder in list(held.items()):
+            if holder != executor and not s.alive(holder):
+                del held[ticket]  # its executor stopped beating: the slot is free again
+        if len(held) >= limits.concurrency:
+            return _defer(s, d, "concurrency", now + wait)
+    rate = limits.rate
+    if rate is not None:
+        clock_us = time.monotonic_ns() // 1000
+        due_us = max(s.rates.get(d.name, clock_us), clock_us)
+        early = due_us - clock_us - rate.burst_us
+        if early > 0:
+            return _defer(s, d, "rate", now + early / 1_000_000)
+        s.rates[d.name] = due_us + rate.interval_us
+    if held is not None:
+        held[d.ticket] = executor
+    job.waiting = None
+    return None
+
+
+def _defer(s: JobQueueState, d: Delivery, limit: LimitKind, due: float) -> Deferral:
+    """End the delivery, take its try back, and put the job on the schedule."""
+    del s.pending[d.ticket]
+    job = s.jobs[d.id]
+    job.tries -= 1
+    job.status = JobStatus.RETRY if job.tries > 0 else JobStatus.SENT
+    job.started = job.executor = job.entry = None
+    job.due = ms(due)
+    job.waiting = limit
+    s.schedule[d.id] = job.due
+    return Deferral(limit, due)

@@ -1,0 +1,65 @@
+-- Admit a delivery of a job declared with limits before it starts, or put it off: the
+-- concurrency slots first (those of executors whose heartbeat expired are freed), then the
+-- rate (a GCRA on the server's clock: one time per job name, the next start's turn). Put
+-- off, the delivery ends (XACK + XDEL), its try is taken back, and the job waits on its
+-- queue's schedule with `waiting` saying why. Admitted, the slot is held until
+-- job_finish.lua or job_cancel.lua frees it.
+-- KEYS[1] the delivery's queue stream, KEYS[2] that queue's schedule, KEYS[3] job hash,
+-- KEYS[4] held (hash: ticket -> executor), KEYS[5] rate (the next start's turn, us).
+-- ARGV[1] key prefix, ARGV[2] group, ARGV[3] executor, ARGV[4] entry, ARGV[5] ticket,
+-- ARGV[6] job id, ARGV[7] now (ms, the worker's clock), ARGV[8] slots ('0': no limit),
+-- ARGV[9] wait when the slots are full (ms), ARGV[10] rate interval (us, '0': no limit),
+-- ARGV[11] rate burst tolerance (us).
+-- Returns {'ok'}, {'gone'} (the delivery is not this executor's any more), or
+-- {'rate' or 'concurrency', due (ms)}.
+local queue, schedule, job, held, rate = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local prefix, executor, entry, ticket = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
+local now = tonumber(ARGV[7])
+local mine = redis.call('XPENDING', queue, ARGV[2], entry, entry, 1, executor)
+if #mine == 0 then return {'gone'} end
+if redis.call('EXISTS', job) == 0 then return {'ok'} end  -- purged: its outcome is dropped
+
+local function defer(limit, due)
+  redis.call('XACK', queue, ARGV[2], entry)
+  redis.call('XDEL', queue, entry)
+  local tries = redis.call('HINCRBY', job, 'tries', -1)
+  redis.call('HSET', job, 'status', tries > 0 and 'RETRY' or 'SENT', 'due', due,
+    'waiting', limit)
+  redis.call('HDEL', job, 'started', 'executor', 'entry')
+  redis.call('ZADD', schedule, due, ARGV[6])
+  return {limit, due}
+end
+
+local slots = tonumber(ARGV[8])
+if slots > 0 then
+  local holders = redis.call('HGETALL', held)
+  local alive = {[executor] = true}
+  local count = 0
+  for i = 1, #holders, 2 do
+    local holder = holders[i + 1]
+    if alive[holder] == nil then
+      alive[holder] = redis.call('EXISTS', prefix .. 'beat.' .. holder) == 1
+    end
+    if alive[holder] then
+      count = count + 1
+    else
+      redis.call('HDEL', held, holders[i])  -- its executor stopped beating
+    end
+  end
+  if count >= slots then return defer('concurrency', now + tonumber(ARGV[9])) end
+end
+
+local interval = tonumber(ARGV[10])
+if interval > 0 then
+  local t = redis.call('TIME')
+  local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local turn = math.max(tonumber(redis.call('GET', rate) or clock), clock)
+  local early = turn - clock - tonumber(ARGV[11])
+  if early > 0 then return defer('rate', now + math.ceil(early / 1000)) end
+  local nxt = turn + interval
+  redis.call('SET', rate, string.format('%d', nxt), 'PX', math.ceil((nxt - clock) / 1000) + 1000)
+end
+
+if slots > 0 then redis.call('HSET', held, ticket, executor) end
+redis.call('HDEL', job, 'waiting')
+return {'ok'}
