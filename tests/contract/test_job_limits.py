@@ -129,8 +129,8 @@ async def test_a_dead_executors_slots_come_back_when_its_heartbeat_expires(
 async def test_a_rate_admits_its_burst_then_puts_off_to_the_next_turn(store: JobStore) -> None:
     hourly = JobLimits(rate=parse_rate("1/h"))  # a turn an hour: none comes during the test
     await store.prepare()
-    await store.enqueue([new("a"), new("b", retries=2)])
-    a, b = await started(store, "e1", 2)
+    await store.enqueue([new("a"), new("b"), new("c")])
+    a, b, c = await started(store, "e1", 3)
     assert await store.admit("e1", a, hourly, T0, WAIT) is None
     put_off = await store.admit("e1", b, hourly, T0, WAIT)
     assert isinstance(put_off, Deferral)
@@ -138,10 +138,14 @@ async def test_a_rate_admits_its_burst_then_puts_off_to_the_next_turn(store: Job
     # The next turn is an hour after the first start, less the burst tolerance (a tenth);
     # the store's clock moved on a little between the two calls.
     assert T0 + 3240 - 5 < put_off.due <= T0 + 3240
+    # The next job put off is promised the turn after: the jobs put off come back in line.
+    after = await store.admit("e1", c, hourly, T0, WAIT)
+    assert isinstance(after, Deferral)
+    assert (after.limit, after.due) == ("rate", pytest.approx(put_off.due + 3600, abs=5))
     record = await store.job("b")
     assert record is not None
     assert (record.status, record.tries, record.waiting) == (JobStatus.SENT, 0, "rate")
-    assert (await store.counts(T0)).scheduled == 1
+    assert (await store.counts(T0)).scheduled == 2
 
 
 async def test_a_put_off_retry_stays_retry_with_its_earlier_tries(store: JobStore) -> None:

@@ -4,8 +4,9 @@
                              ``name`` admitted and not ended (its concurrency slots); freed
                              by job_finish.lua (the outcome names it), job_cancel.lua, and
                              at the next admission once the executor's heartbeat expired
-``__jobs:{app}.rate.{name}`` the next start's turn (microseconds, by the server's clock),
-                             expiring once it is past
+``__jobs:{app}.rate.{name}`` hash: ``t`` the next start's turn and ``l`` the last turn
+                             promised to a job put off (microseconds, by the server's
+                             clock), expiring once both are past
 
 Both carry the app's hash tag, as every job key does, so the script runs unchanged on a
 Redis Cluster.

@@ -1,9 +1,10 @@
 """Admitting jobs declared with limits in the in-memory job queue: what
 ``runnel_redis/lua/job_admit.lua`` does in Redis (see :meth:`JobStore.admit`).
 
-The rate is a GCRA (a token bucket kept as one time per job name) on the monotonic
-clock, as the Redis store's runs on the server's clock; the concurrency slots are the
-deliveries admitted, each with the executor holding it.
+The rate is a GCRA (a token bucket kept as the next start's turn per job name) on the
+monotonic clock, as the Redis store's runs on the server's clock, with its line: the last
+turn promised to a job put off, so that the jobs put off come back one turn apart. The
+concurrency slots are the deliveries admitted, each with the executor holding it.
 """
 
 from __future__ import annotations
@@ -39,12 +40,15 @@ def admit(
             return _defer(s, d, "concurrency", now + wait)
     rate = limits.rate
     if rate is not None:
-        clock_us = time.monotonic_ns() // 1000
-        due_us = max(s.rates.get(d.name, clock_us), clock_us)
-        early = due_us - clock_us - rate.burst_us
-        if early > 0:
-            return _defer(s, d, "rate", now + early / 1_000_000)
-        s.rates[d.name] = due_us + rate.interval_us
+        clock = time.monotonic_ns() // 1000
+        turn, line = s.rates.get(d.name, (clock, 0))
+        turn = max(turn, clock)
+        allowed = turn - rate.burst_us
+        if allowed > clock:  # its turn is promised after the others put off before it
+            line = max(line + rate.interval_us, allowed)
+            s.rates[d.name] = (turn, line)
+            return _defer(s, d, "rate", now + (line - clock) / 1_000_000)
+        s.rates[d.name] = (turn + rate.interval_us, line)
     if held is not None:
         held[d.ticket] = executor
     job.waiting = None

@@ -89,8 +89,8 @@ class JobQueueState:
     """Periodic job name -> its last settled tick (ms)."""
     held: dict[str, dict[bytes, str]] = field(default_factory=dict)
     """Concurrency slots: job name -> ticket -> the executor holding it (job_limits.py)."""
-    rates: dict[str, int] = field(default_factory=dict)
-    """Rate limits: job name -> its next start's theoretical time (monotonic, us)."""
+    rates: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Rate limits: job name -> (next start's turn, last turn promised), monotonic us."""
     takers: list[Waiter] = field(default_factory=list, repr=False)
     result_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
     notice_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)

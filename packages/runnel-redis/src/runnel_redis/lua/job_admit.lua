@@ -1,11 +1,13 @@
 -- Admit a delivery of a job declared with limits before it starts, or put it off: the
 -- concurrency slots first (those of executors whose heartbeat expired are freed), then the
--- rate (a GCRA on the server's clock: one time per job name, the next start's turn). Put
--- off, the delivery ends (XACK + XDEL), its try is taken back, and the job waits on its
--- queue's schedule with `waiting` saying why. Admitted, the slot is held until
--- job_finish.lua or job_cancel.lua frees it.
+-- rate (a GCRA on the server's clock: per job name, the next start's turn). Put off, the
+-- delivery ends (XACK + XDEL), its try is taken back, and the job waits on its queue's
+-- schedule with `waiting` saying why. Jobs put off by the rate are due one turn after
+-- another (the rate's line), not all at the next turn, so that each comes back when it
+-- can start. Admitted, the slot is held until job_finish.lua or job_cancel.lua frees it.
 -- KEYS[1] the delivery's queue stream, KEYS[2] that queue's schedule, KEYS[3] job hash,
--- KEYS[4] held (hash: ticket -> executor), KEYS[5] rate (the next start's turn, us).
+-- KEYS[4] held (hash: ticket -> executor), KEYS[5] rate (hash, microseconds on the
+-- server's clock: t = the next start's turn, l = the last turn promised to a job put off).
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] executor, ARGV[4] entry, ARGV[5] ticket,
 -- ARGV[6] job id, ARGV[7] now (ms, the worker's clock), ARGV[8] slots ('0': no limit),
 -- ARGV[9] wait when the slots are full (ms), ARGV[10] rate interval (us, '0': no limit),
@@ -53,11 +55,20 @@ local interval = tonumber(ARGV[10])
 if interval > 0 then
   local t = redis.call('TIME')
   local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local turn = math.max(tonumber(redis.call('GET', rate) or clock), clock)
-  local early = turn - clock - tonumber(ARGV[11])
-  if early > 0 then return defer('rate', now + math.ceil(early / 1000)) end
-  local nxt = turn + interval
-  redis.call('SET', rate, string.format('%d', nxt), 'PX', math.ceil((nxt - clock) / 1000) + 1000)
+  local stored = redis.call('HMGET', rate, 't', 'l')
+  local turn = math.max(tonumber(stored[1] or clock), clock)
+  local allowed = turn - tonumber(ARGV[11])
+  local last = turn
+  if allowed > clock then
+    last = math.max(tonumber(stored[2] or 0) + interval, allowed)
+    redis.call('HSET', rate, 'l', string.format('%d', last))
+  else
+    turn = turn + interval
+    last = math.max(tonumber(stored[2] or 0), turn)
+    redis.call('HSET', rate, 't', string.format('%d', turn))
+  end
+  redis.call('PEXPIRE', rate, math.ceil((last - clock) / 1000) + 1000)
+  if allowed > clock then return defer('rate', now + math.ceil((last - clock) / 1000)) end
 end
 
 if slots > 0 then redis.call('HSET', held, ticket, executor) end
