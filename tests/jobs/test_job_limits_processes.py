@@ -159,20 +159,22 @@ def project(tmp_path: Path, app_name: str, redis_url: str) -> Iterator[Project]:
 
 
 def test_a_rate_limit_holds_across_three_worker_processes(project: Project) -> None:
-    """50/s over three processes: every second of a 10 s backlog starts 45 to 55 jobs, by
-    the start times the jobs recorded themselves."""
+    """50/s over three processes: every second of a backlog starts 45 to 55 jobs, by the
+    start times the jobs recorded themselves, over 10 s of steady rate; none more than 55
+    plus the burst a rate allows after a quiet spell (a tenth of its period)."""
     supervisor = project.start("--processes", "3", "--no-processors")
     project.wait_ready(3)
-    ids = project.enqueue("paced", 650)  # 13 s of work at 50/s
+    ids = project.enqueue("paced", 700)  # 14 s of work at 50/s
     project.wait_succeeded(ids)
     starts = sorted(float(x) for x in project.client.lrange("starts", 0, -1))
     assert len(starts) == len(ids)  # each ran once: a start put off is not a try
     first = starts[0]
-    # Second 0 holds the burst a rate allows after a quiet spell (a tenth of the period);
-    # seconds 1 to 10 are the steady rate.
-    per_second = [sum(1 for s in starts if first + k <= s < first + k + 1) for k in range(11)]
-    assert per_second[0] <= 56, per_second
-    assert all(45 <= n <= 55 for n in per_second[1:]), per_second
+    per_second = [sum(1 for s in starts if first + k <= s < first + k + 1) for k in range(13)]
+    print("starts per second:", per_second)
+    assert all(n <= 55 + 1 for n in per_second), per_second
+    # Seconds 0 and 1 hold that burst, and the first look at each job of the backlog (all
+    # queued at once, each put off in its turn): seconds 2 to 11 are the steady rate.
+    assert all(45 <= n <= 55 for n in per_second[2:12]), per_second
     assert supervisor.stop() == 0, supervisor.output
 
 
@@ -210,6 +212,8 @@ def test_a_killed_workers_slots_come_back_once_its_heartbeat_expires(project: Pr
     [victim] = [w for w in workers if w.proc.pid == victim_pid]
     [executor] = [e for e, info in project.executors().items() if info["pid"] == victim_pid]
     victim.kill()
+    project.workers.remove(victim)  # dead on purpose
+    victim.__exit__(None, None, None)
     held_by_victim = sum(1 for _, pid in started() if pid == victim_pid)
     wait_for(lambda: len(started()) >= 2 + held_by_victim, HANG)
     # A slot came back only once the killed worker's heartbeat had expired.
@@ -221,6 +225,34 @@ def test_a_killed_workers_slots_come_back_once_its_heartbeat_expires(project: Pr
     for w in workers:
         if w is not victim:
             assert w.stop() == 0, w.output
+
+
+def test_jobs_show_says_why_a_job_waits(project: Project) -> None:
+    """A job put off by its concurrency limit: `runnel jobs show` prints its status (SENT:
+    its try was not counted) and the limit it waits for."""
+    worker = project.start("--no-processors")
+    project.wait_ready(1)
+    ids = project.enqueue("gated", 3)
+    wait_for(lambda: project.client.llen("gated") >= 2, HANG)
+    ran = {f"gated-{x.decode().split(':')[0]}" for x in project.client.lrange("gated", 0, -1)}
+    [waiting] = [i for i in ids if i not in ran]
+    env = env_with(project.redis_url)
+
+    def shown() -> str | None:
+        done = cli("jobs", "show", f"{MODULE}:app", waiting, cwd=project.dir, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout if "status:    SENT" in done.stdout else None
+
+    text = wait_for(shown, HANG)
+    assert "tries:     0 of 4\n" in text, text
+    assert "waiting:   put off by its concurrency_limit 2; starts again when due\n" in text
+    assert "due:" in text, text
+    as_json = cli("jobs", "show", f"{MODULE}:app", waiting, "--json", cwd=project.dir, env=env)
+    report = json.loads(as_json.stdout)
+    assert report["waiting"] in ("concurrency", None)  # None: taken again meanwhile
+    project.client.set("gate", 1)
+    project.wait_succeeded(ids)
+    assert worker.stop() == 0, worker.output
 
 
 MISTAKES = [
