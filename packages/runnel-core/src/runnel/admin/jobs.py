@@ -150,8 +150,8 @@ def describe_job(record: JobRecord) -> dict[str, Any]:
         "kwargs": None,
         "error": None,
         "progress": progress_report(record),
-        # Why its last start was put off, while it waits to start again (limits).
-        "waiting": record.waiting if record.status in WAITING else None,
+        # Why its last start was put off, while it waits on the schedule (limits).
+        "waiting": record.waiting if record.status in WAITING and record.due else None,
     }
     try:
         serializer = codec.serializer_named(record.codec)
