@@ -10,8 +10,10 @@ redis-server, emptied between runs: once with this tree's packages, once with th
 baseline's, each in fresh processes whose ``PYTHONPATH`` starts with that tree's
 ``packages/*/src``. The baseline is ``$RUNNEL_BENCH_BASELINE`` if set (any git ref), else
 the commit this branch started from (``git merge-base HEAD main``), unpacked with
-``git archive`` into a temporary directory. Rounds alternate the two; the best of each
-is compared.
+``git archive`` into a temporary directory. Rounds alternate the two, each side first in
+every other round; the best of each
+is compared, and so is the median CPU time the worker spent per job (steadier than the
+rate when other work shares the machine).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -79,7 +82,7 @@ def run_side(tree: Path, action: str, url: str, jobs: int) -> dict[str, Any]:
         text=True,
     )  # fmt: skip
     got = result(proc)
-    where = Path(got.get("runnel", "")).resolve()
+    where = Path(got.get("runnel", str(tree / "packages"))).resolve()  # work says which
     if tree.resolve() not in where.parents:
         raise RuntimeError(f"the side meant to run {tree} imported runnel from {where}")
     return got
@@ -104,20 +107,26 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
         flush=True,
     )
     got: dict[str, list[float]] = {"this": [], "base": []}
+    cpu: dict[str, list[float]] = {"this": [], "base": []}
+    """The worker's CPU per job (us): steadier than the rate on a busy machine."""
     with unpacked(commit) as base:
         for n in range(rounds):
-            for name, tree in (("this", ROOT), ("base", base)):
+            # Each side first in every other round: neither gains from its position.
+            order = [("this", ROOT), ("base", base)]
+            for name, tree in order if n % 2 == 0 else order[::-1]:
                 r = measure(url, tree, jobs)
                 got[name].append(r["rate"])
+                cpu[name].append(r["cpu"] / r["rate"] * 1e6)
                 print(
                     f"  round {n + 1} {name if name == 'this' else short}: execute "
-                    f"{r['rate'] / 1000:,.2f}k/s (worker CPU {r['cpu']:.0%}, redis-server "
-                    f"{r['redis_cpu']:.0%})",
+                    f"{r['rate'] / 1000:,.2f}k/s (worker CPU {r['cpu']:.0%}, "
+                    f"{cpu[name][-1]:.1f} us a job; redis-server {r['redis_cpu']:.0%})",
                     flush=True,
                 )
     flush(url)
     this, base_best = max(got["this"]), max(got["base"])
     ratio = this / base_best
+    this_cpu, base_cpu = statistics.median(cpu["this"]), statistics.median(cpu["base"])
     return [
         Row(
             f"jobs executed, limits unused (vs {short})",
@@ -127,5 +136,11 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
             f">= {TARGET:g}",
             ratio >= TARGET,
             spread=f"{spread(got['this'])}/{spread(got['base'])}",
-        )
+        ),
+        Row(
+            f"worker CPU a job, limits unused (vs {short}; median)",
+            f"{this_cpu:.1f} us",
+            f"{base_cpu:.1f} us",
+            f"{this_cpu / base_cpu:.2f}",
+        ),
     ]

@@ -168,9 +168,7 @@ async def test_a_put_off_retry_stays_retry_with_its_earlier_tries(store: JobStor
 async def test_limits_hold_in_a_named_queue(store: JobStore) -> None:
     one = JobLimits(concurrency=1)
     await store.prepare(["default", "emails"])
-    jobs = [
-        NewJob(i, "mail", b'{"args":[]}', "json", 1, True, T0, queue="emails") for i in "xyz"
-    ]
+    jobs = [NewJob(i, "mail", b'{"args":[]}', "json", 1, True, T0, queue="emails") for i in "xyz"]
     await store.enqueue(jobs)
     await store.beat("e1", {}, TTL)
     x, y, z = await store.take("e1", 3, 0, ManualClock(T0), [("emails", 3)])

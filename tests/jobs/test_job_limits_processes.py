@@ -33,7 +33,7 @@ MODULE = "limitsapp"
 HANG = 120
 """Hang guard (seconds) of every wait: no assertion is made on how long anything took."""
 
-APP_SOURCE = '''
+APP_SOURCE = """
 import asyncio
 import os
 import time
@@ -71,7 +71,7 @@ async def gated(n: int) -> None:
     await app.redis.rpush("gated", f"{{n}}:{{os.getpid()}}")
     while not await app.redis.exists("gate"):
         await asyncio.sleep(0.02)
-'''
+"""
 
 
 @dataclass

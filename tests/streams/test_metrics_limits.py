@@ -37,8 +37,7 @@ async def test_starts_put_off_by_a_limit_are_counted(redis_url: str, app_name: s
             return (
                 total(s, "runnel_jobs_limited_total", job="single", limit="concurrency", **labels)
                 >= 2
-                and total(s, "runnel_jobs_limited_total", job="hourly", limit="rate", **labels)
-                >= 1
+                and total(s, "runnel_jobs_limited_total", job="hourly", limit="rate", **labels) >= 1
             )
 
         samples = await scraped_until(port, counted, "the starts put off")
