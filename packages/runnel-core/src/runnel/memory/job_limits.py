@@ -10,14 +10,27 @@ concurrency slots are the deliveries admitted, each with the executor holding it
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from typing import Protocol
 
 from runnel.jobs.limits import GONE, Deferral, JobLimits, LimitKind
 from runnel.jobs.model import Delivery, JobStatus
-from runnel.memory.job_records import ms
+from runnel.memory.job_records import StoredJob, ms
 
-if TYPE_CHECKING:
-    from runnel.memory.jobs import JobQueueState
+
+class JobQueueState(Protocol):
+    """What this module uses of :class:`runnel.memory.jobs.JobQueueState` (named here,
+    not imported: that module imports this one)."""
+
+    jobs: dict[str, StoredJob]
+    pending: OrderedDict[bytes, tuple[str, str]]
+    schedule: dict[str, int]
+    held: dict[str, dict[bytes, str]]
+    rates: dict[str, tuple[int, int]]
+
+    def record(self, job_id: str) -> StoredJob | None: ...
+
+    def alive(self, executor: str) -> bool: ...
 
 
 def admit(
