@@ -289,8 +289,8 @@ class RedisJobStore(RedisJobLimits, JobStore):
             if o.error is not None:
                 b = codec.error_json(o.error)
             args += (_KINDS[o.kind], o.ticket, o.id, _ms(o.at), a, b)
-        keys = [self.queue, self.schedule, self.dead, self.results_index, *held]
-        refused = await self._finish(keys=keys, args=args)
+        touched = [self.queue, self.schedule, self.dead, self.results_index, *held]
+        refused = await self._finish(keys=touched, args=args)
         return [_text(x) for x in refused]
 
     async def report_progress(self, executor: str, job_id: str, progress: Progress) -> bool:
