@@ -185,6 +185,9 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
         )
     )
     flush(url)
+    from benchmarks import jobs_baseline  # imports this module
+
+    rows += jobs_baseline.run(url, events=jobs, rounds=rounds)
     return rows
 
 

@@ -144,7 +144,9 @@ async def runnel_run(a: argparse.Namespace, ready: Any) -> dict[str, Any]:
     ready()
     await TALLY.done.wait()
     del running
-    return TALLY.result()
+    import runnel  # which tree ran (benchmarks/jobs_baseline.py checks it)
+
+    return {**TALLY.result(), "runnel": runnel.__file__}
 
 
 # arq.

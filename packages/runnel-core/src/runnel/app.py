@@ -21,6 +21,7 @@ from runnel.interfaces import Middleware, Serializer
 from runnel.jobs.batching import EnqueueBatches
 from runnel.jobs.clock import Clock, SystemClock
 from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
+from runnel.jobs.limits import parse_limits
 from runnel.jobs.model import InvalidArguments
 from runnel.jobs.periodic import Cron
 from runnel.jobs.portal import Portal
@@ -375,6 +376,8 @@ class App:
         timezone: str | tzinfo | None = None,
         missed: str | None = None,
         queue: str = DEFAULT_QUEUE,
+        rate_limit: str | None = None,
+        concurrency_limit: int | None = None,
     ) -> _JobDecorator: ...
 
     def job(
@@ -390,6 +393,8 @@ class App:
         timezone: str | tzinfo | None = None,
         missed: str | None = None,
         queue: str = DEFAULT_QUEUE,
+        rate_limit: str | None = None,
+        concurrency_limit: int | None = None,
     ) -> Any:
         """Declare a job: a function workers run when it is enqueued (``f.delay(...)``).
 
@@ -401,6 +406,8 @@ class App:
         ``timezone`` (a zone name; None: UTC); ``missed`` says what becomes of ticks no
         worker was up for: ``"run_once"`` (the default) or ``"skip"`` (docs/jobs.md).
         ``queue`` names the queue its jobs go to (docs/jobs.md, "Queues and priorities").
+        ``rate_limit`` (``"100/s"``, ``"5/m"``, ``"10/30s"``) and ``concurrency_limit``
+        bound its starts and its running jobs across all workers (docs/jobs.md).
         """
         if retries is not None and (not isinstance(retries, int) or retries < 0):
             raise Misconfigured(f"job retries must be an integer >= 0, not {retries!r}")
@@ -421,6 +428,10 @@ class App:
                 raise Misconfigured(f"a job named {job_name!r} is already declared")
             schedule = _schedule(job_name, cron, timezone, missed)
             try:
+                limits = parse_limits(rate_limit, concurrency_limit)
+            except Misconfigured as exc:
+                raise Misconfigured(f"job {job_name!r}: {exc}") from None
+            try:
                 job = make_job(
                     self,
                     f,
@@ -429,6 +440,7 @@ class App:
                     timeout=timeout,
                     serializer=serializer,
                     queue=queue,
+                    limits=limits,
                 )
             except (TypeError, ValueError) as exc:  # a signature or serializer that cannot work
                 raise Misconfigured(f"job {job_name!r}: {exc}") from None

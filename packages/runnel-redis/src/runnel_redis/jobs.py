@@ -15,6 +15,8 @@
 ``__jobs:{app}.beat.{executor}`` its heartbeat, expiring (JSON description)
 ``__jobs:{app}.ticks``       hash: periodic job name -> its last settled tick (ms)
 ``__jobs:{app}.cancel.{executor}`` list: ids of jobs cancelled while it ran them
+``__jobs:{app}.held.{name}`` and ``rate.{name}``: a limited job's slots and rate
+                             (runnel_redis/job_limits.py)
 
 Whenever several keys change together, a Lua script (``lua/job_*.lua``) does it.
 """
@@ -45,6 +47,8 @@ from runnel.jobs.model import (
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
+from runnel_redis.job_limits import RedisJobLimits
+from runnel_redis.job_replies import counts_of, deliveries, read_entries
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.replicas import check_replicated
 from runnel_redis.seam import guarded
@@ -63,7 +67,7 @@ def _text(value: Any) -> str:
 
 
 @guarded
-class RedisJobStore(JobStore):
+class RedisJobStore(RedisJobLimits, JobStore):
     wait_replicas = 0
     """Replicas that must hold an enqueue before it returns (the ``wait_replicas`` setting)."""
     wait_timeout_ms = 1000
@@ -207,7 +211,7 @@ class RedisJobStore(JobStore):
         try:
             reply = await self._take(keys=[self.queue], args=[*head, _ms(clock.now()), count])
             if reply or block_ms <= 0:
-                return _deliveries(reply)
+                return deliveries(reply)
             read = await self.redis.execute_command(
                 "XREADGROUP", "GROUP", self.group, executor, "COUNT", count,
                 "BLOCK", block_ms, "STREAMS", self.queue, ">",
@@ -217,12 +221,12 @@ class RedisJobStore(JobStore):
                 await self.prepare()
                 return []
             raise
-        pairs = _entries(read)
+        pairs = read_entries(read)
         if not pairs:
             return []
         flat = [x for pair in pairs for x in pair]
         reply = await self._take(keys=[self.queue], args=[*head, _ms(clock.now()), count, *flat])
-        return _deliveries(reply)
+        return deliveries(reply)
 
     async def _take_from(
         self, executor: str, count: int, block_ms: int, clock: Clock, plan: TakePlan
@@ -239,7 +243,7 @@ class RedisJobStore(JobStore):
                 keys=streams, args=[*head, _ms(clock.now()), count, *quotas]
             )
             if started or not wait or block_ms <= 0:
-                return _deliveries(started)
+                return deliveries(started)
             await self.redis.execute_command(
                 "XREAD", "COUNT", 1, "BLOCK", block_ms, "STREAMS", *streams, *wait
             )
@@ -251,7 +255,7 @@ class RedisJobStore(JobStore):
                 await self.prepare([name for name, _ in plan])
                 return []
             raise
-        return _deliveries(started)
+        return deliveries(started)
 
     async def finish(
         self,
@@ -269,7 +273,10 @@ class RedisJobStore(JobStore):
             _ms(now),
             self.layout.job_beat(self.app, executor) if only_if_dead else b"",
         ]
+        held = set()  # the concurrency slots these outcomes free (runnel_redis/job_limits.py)
         for o in outcomes:
+            if o.slot:
+                held.add(self.prefix + "held." + o.slot)
             a: Any = b""
             b: Any = b""
             if o.kind in ("success", "dead") and o.result is not None:
@@ -282,9 +289,8 @@ class RedisJobStore(JobStore):
             if o.error is not None:
                 b = codec.error_json(o.error)
             args += (_KINDS[o.kind], o.ticket, o.id, _ms(o.at), a, b)
-        refused = await self._finish(
-            keys=[self.queue, self.schedule, self.dead, self.results_index], args=args
-        )
+        touched = [self.queue, self.schedule, self.dead, self.results_index, *held]
+        refused = await self._finish(keys=touched, args=args)
         return [_text(x) for x in refused]
 
     async def report_progress(self, executor: str, job_id: str, progress: Progress) -> bool:
@@ -405,6 +411,7 @@ class RedisJobStore(JobStore):
             result=result,
             progress=codec.progress_from_json(h.get("progress")),
             queue=_text(h.get("queue") or DEFAULT_QUEUE),
+            waiting=_text(h["waiting"]) if h.get("waiting") else None,
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
@@ -434,7 +441,7 @@ class RedisJobStore(JobStore):
             pipe.zcount(self.results_index, f"({_ms(now)}", "+inf")
             pipe.zcount(self.cancelled_index, f"({_ms(now)}", "+inf")
             replies = await pipe.execute(raise_on_error=False)
-        per = {q: _counts(*replies[5 * i : 5 * i + 5]) for i, q in enumerate(queues)}
+        per = {q: counts_of(*replies[5 * i : 5 * i + 5]) for i, q in enumerate(queues)}
         dues = [c.next_due for c in per.values() if c.next_due is not None]
         return QueueCounts(
             queued=sum(c.queued for c in per.values()),
@@ -524,54 +531,6 @@ def _letter(queue: str, entry: bytes, fields: dict[bytes, bytes]) -> DeadLetter:
         at=int(f.get("at") or _text(entry).split("-")[0]) / 1000,
         queue=queue,
     )
-
-
-def _counts(length: Any, pending: Any, scheduled: Any, dead: Any, first: Any) -> QueueCounts:
-    """One queue's counts from its replies (an error reply: a stream not made yet)."""
-    executing = 0 if isinstance(pending, Exception) else int(pending.get("pending", 0))
-    length = 0 if isinstance(length, Exception) else int(length)
-    return QueueCounts(
-        queued=max(0, length - executing),
-        executing=executing,
-        scheduled=int(scheduled),
-        dead=0 if isinstance(dead, Exception) else int(dead),
-        results=0,
-        next_due=first[0][1] / 1000 if first else None,
-    )
-
-
-def _entries(reply: Any) -> list[tuple[bytes, bytes]]:
-    """(entry id, job id) pairs from a raw XREADGROUP reply (RESP2 list or RESP3 map)."""
-    if not reply:
-        return []
-    streams = reply.items() if isinstance(reply, dict) else reply
-    out = []
-    for _, entries in streams:
-        for entry, flat in entries or []:
-            fields = dict(zip(flat[::2], flat[1::2], strict=True)) if flat else {}
-            out.append((entry, fields.get(b"id", b"")))
-    return out
-
-
-def _deliveries(reply: Any) -> list[Delivery]:
-    out = []
-    for i in range(0, len(reply or ()), 8):
-        entry, job_id, name, payload, codec_name, tries, retries, results = reply[i : i + 8]
-        queue = _split(entry)[0] if b"/" in entry else DEFAULT_QUEUE
-        out.append(
-            Delivery(
-                ticket=entry,
-                id=_text(job_id),
-                name=_text(name or b""),
-                payload=payload or b"",
-                codec=_text(codec_name or b"json"),
-                tries=int(tries),
-                retries=int(retries or 0),
-                results=results in (b"1", "1", 1),
-                queue=queue,
-            )
-        )
-    return out
 
 
 def _status(value: Any) -> JobStatus:

@@ -127,6 +127,9 @@ async def jobs_report(app: Declarations) -> dict[str, Any]:
     return info_report(app, *await queue_state(app), await periodic_state(app))
 
 
+WAITING = (JobStatus.SENT, JobStatus.RETRY)
+
+
 def describe_job(record: JobRecord) -> dict[str, Any]:
     """What ``runnel jobs show --json`` prints of a job: its arguments and result
     decoded where they can be (a failure to decode is shown, not raised)."""
@@ -147,6 +150,8 @@ def describe_job(record: JobRecord) -> dict[str, Any]:
         "kwargs": None,
         "error": None,
         "progress": progress_report(record),
+        # Why its last start was put off, while it waits on the schedule (limits).
+        "waiting": record.waiting if record.status in WAITING and record.due else None,
     }
     try:
         serializer = codec.serializer_named(record.codec)

@@ -145,6 +145,8 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
     for key in ("created", "due", "started", "finished"):
         if report[key]:
             click.echo(f"{key + ':':<10} {report[key]}")
+    if report["waiting"]:
+        click.echo(f"{'waiting:':<10} {_waiting(app, record.name, report['waiting'])}")
     if record.executor:
         click.echo(f"{'executor:':<10} {record.executor}")
     progress = current_progress(record)
@@ -160,6 +162,17 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
             click.echo(record.error.traceback.rstrip())
     if "result" in report:
         click.echo(f"{'result:':<10} {_json_text(report['result'])}")
+
+
+def _waiting(app: App, name: str, limit: str) -> str:
+    """The limit that put a job's last start off, with its value if the app declares it."""
+    job = app.jobs.get(name)
+    limits = job.limits if job is not None else None
+    value: object = None
+    if limits is not None:
+        value = limits.rate.text if limit == "rate" and limits.rate else limits.concurrency
+    said = f"{limit}_limit" + (f" {value}" if value is not None else "")
+    return f"put off by its {said}; starts again when due"
 
 
 # runnel jobs cancel

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from runnel.exceptions import DecodeError, TransportError, UnknownPlugin
 from runnel.jobs import codec
+from runnel.jobs.admission import Admissions
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
 from runnel.jobs.control import JobControls
@@ -106,6 +107,8 @@ class JobExecutor:
         self.worker = worker
         self.controls = JobControls(store, self.id, clock, self.stats)
         self.finisher = Finisher(store, self.id, settings.results_ttl, self.controls.told)
+        self.admissions = Admissions(store, self.id, clock, self.stats)
+        self._limited = {n for n, job in self.jobs.items() if job.limits is not None}
         self.done = 0
         self.failed = 0
         self._running: dict[asyncio.Task[None], bytes] = {}
@@ -174,6 +177,9 @@ class JobExecutor:
                     ),
                     tg.create_task(self.controls.watch(), name="job-cancels"),
                 ]
+                if self._limited:  # jobs without limits never wait for an admission
+                    limits = self.admissions.run(self._promote)
+                    loops.append(tg.create_task(limits, name="job-limits"))
                 try:
                     await self._fetch(tg)
                     await self._finish_running()
@@ -294,6 +300,22 @@ class JobExecutor:
         signals = self.controls.begin(d)
         if signals.cancelled.is_set():
             return  # cancelled before it started: it must not run
+        slot = ""
+        if d.name in self._limited:
+            try:
+                admitted = await self.admissions.admit(job, d)
+            except asyncio.CancelledError:
+                if not signals.cancelled.is_set():  # our stop: back, try uncounted
+                    now = self.clock.now()
+                    self.finisher.add(
+                        Outcome("release", d.ticket, d.id, now, uncount=True, slot=d.name)
+                    )
+                self.controls.end(d.id)
+                raise
+            if admitted is None:  # put off by a limit, or no longer ours
+                self.controls.end(d.id)
+                return
+            slot = admitted
         stats = self.stats.job(d.name)
         stats.started += 1
         started = time.perf_counter()
@@ -303,7 +325,7 @@ class JobExecutor:
         except asyncio.CancelledError:
             if not signals.cancelled.is_set():  # by our graceful stop: back, try uncounted
                 now = self.clock.now()
-                self.finisher.add(Outcome("release", d.ticket, d.id, now, uncount=True))
+                self.finisher.add(Outcome("release", d.ticket, d.id, now, uncount=True, slot=slot))
             raise
         finally:
             _current.reset(token)
@@ -311,6 +333,7 @@ class JobExecutor:
         if signals.cancelled.is_set():
             return  # its status is CANCELLED and its delivery ended: an outcome is refused
         stats.finished(outcome.kind, time.perf_counter() - started)
+        outcome.slot = slot
         self.finisher.add(outcome)
 
     async def _attempt(self, job: JobFunction[Any, Any], d: Delivery) -> Outcome:
@@ -479,7 +502,8 @@ class JobExecutor:
             return
         now = self.clock.now()
         for a in orphans:
-            self.finisher.add(Outcome("release", a.ticket, a.id, now, uncount=a.started))
+            slot = self._slot_of(a.name)
+            self.finisher.add(Outcome("release", a.ticket, a.id, now, uncount=a.started, slot=slot))
         log.warning(
             "%d jobs were held in this worker's name though it was not running them (an "
             "outcome lost, as in a Redis failover); they go back to the queue: %s",
@@ -494,6 +518,8 @@ class JobExecutor:
             if not abandoned:
                 break
             outcomes = [self._abandoned(executor, a) for a in abandoned]
+            for a, outcome in zip(abandoned, outcomes, strict=True):
+                outcome.slot = self._slot_of(a.name)  # freed with the outcome, if held
             refused = await self.store.finish(
                 executor, outcomes, self.settings.results_ttl, only_if_dead=True
             )
@@ -507,6 +533,12 @@ class JobExecutor:
             log.warning(
                 "job executor %s stopped beating; took back %d of its jobs", executor, recovered
             )
+
+    def _slot_of(self, name: str) -> str:
+        """The slot a delivery of this job may hold: its name if it has a concurrency limit."""
+        job = self.jobs.get(name)
+        limits = job.limits if job is not None else None
+        return name if limits is not None and limits.concurrency is not None else ""
 
     def _abandoned(self, executor: str, a: Abandoned) -> Outcome:
         now = self.clock.now()

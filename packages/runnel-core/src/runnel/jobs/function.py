@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast
 
 from runnel.exceptions import Misconfigured
 from runnel.jobs import codec
+from runnel.jobs.limits import JobLimits
 from runnel.jobs.model import NewJob
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.jobs.result import JobResult, SyncJobResult
@@ -45,8 +46,11 @@ class JobFunction(Generic[P, R]):
         timeout: float | None,
         serializer: str,
         queue: str = DEFAULT_QUEUE,
+        limits: JobLimits | None = None,
     ) -> None:
         self.app = app
+        self.limits = limits
+        """Its rate and concurrency limits (runnel.jobs.limits), None if it has none."""
         self.func = func
         self.name = name
         self.retries = retries
@@ -170,6 +174,7 @@ def make_job(
     timeout: float | None,
     serializer: str,
     queue: str = DEFAULT_QUEUE,
+    limits: JobLimits | None = None,
 ) -> JobFunction[Any, Any]:
     if not callable(func):
         raise Misconfigured(f"@app.job needs a function, not {func!r}")
@@ -183,4 +188,5 @@ def make_job(
         timeout=timeout,
         serializer=serializer,
         queue=queue,
+        limits=limits,
     )

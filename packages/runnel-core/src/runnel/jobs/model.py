@@ -175,6 +175,8 @@ class Outcome:
     error: ErrorInfo | None = None
     due: float | None = None
     uncount: bool = False
+    slot: str = ""
+    """The job's name if its delivery holds a concurrency slot (freed with the outcome)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +217,8 @@ class JobRecord:
     progress: Progress | None = None
     """The last progress reported, by whichever try reported it."""
     queue: str = DEFAULT_QUEUE
+    waiting: str | None = None
+    """Why its last start was put off (``"rate"`` or ``"concurrency"``), until admitted."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,8 @@ class StoredJob:
     entry: bytes | None = None
     """Its latest entry in its queue (the Redis store's ``entry`` field), to cancel it by."""
     progress: Progress | None = None
+    waiting: str | None = None
+    """Why its last start was put off (``"rate"``, ``"concurrency"``), until admitted."""
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from runnel.jobs import codec
 from runnel.jobs.clock import Clock
+from runnel.jobs.limits import Deferral, JobLimits
 from runnel.jobs.model import (
     ENDED,
     Abandoned,
@@ -39,6 +40,7 @@ from runnel.jobs.model import (
     QueueCounts,
 )
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
+from runnel.memory import job_limits
 from runnel.memory.job_records import (
     Letter,
     StoredJob,
@@ -85,6 +87,10 @@ class JobQueueState:
     """Executor -> (its description, monotonic time its heartbeat expires)."""
     ticks: dict[str, int] = field(default_factory=dict)
     """Periodic job name -> its last settled tick (ms)."""
+    held: dict[str, dict[bytes, str]] = field(default_factory=dict)
+    """Concurrency slots: job name -> ticket -> the executor holding it (job_limits.py)."""
+    rates: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Rate limits: job name -> (next start's turn, last turn promised), monotonic us."""
     takers: list[Waiter] = field(default_factory=list, repr=False)
     result_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
     notice_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
@@ -215,6 +221,7 @@ class JobQueueState:
         if job.entry is not None:
             self.queue(job.queue).pop(job.entry, None)
             held = self.pending.pop(job.entry, None)
+            self.held.get(job.name, {}).pop(job.entry, None)
             if held is not None and before == JobStatus.EXECUTING:
                 executor = held[0]
                 self.notices.setdefault(executor, []).append(job_id)
@@ -233,6 +240,8 @@ class JobQueueState:
         """Apply one outcome; False if its delivery is no longer outstanding."""
         if self.pending.pop(o.ticket, None) is None:
             return False
+        if o.slot:
+            self.held.get(o.slot, {}).pop(o.ticket, None)
         job = self.record(o.id)
         if job is None:  # purged while it ran (or expired): not brought back to life
             return True
@@ -366,6 +375,12 @@ class MemoryJobStore(JobStore):
             for job_id in [j for j, until in s.kept.items() if until <= now]:
                 del s.kept[job_id]
         return refused
+
+    async def admit(
+        self, executor: str, delivery: Delivery, limits: JobLimits, now: float, wait: float
+    ) -> Deferral | str | None:
+        with self.state.lock:
+            return job_limits.admit(self.state, executor, delivery, limits, now, wait)
 
     async def promote_due(self, now: float, limit: int) -> int:
         s = self.state
@@ -506,6 +521,7 @@ class MemoryJobStore(JobStore):
             result=result,
             progress=job.progress,
             queue=job.queue,
+            waiting=job.waiting,
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:

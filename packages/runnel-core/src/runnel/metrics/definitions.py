@@ -182,6 +182,13 @@ class Definitions:
             JOB,
             registry=r,
         )
+        self.limited = Counter(
+            "runnel_jobs_limited_total",
+            "Starts this worker put off (back to the schedule, uncounted) by the job's"
+            " rate_limit (limit=rate) or concurrency_limit (limit=concurrency).",
+            (*JOB, "limit"),
+            registry=r,
+        )
         self.run_time = Histogram(
             "runnel_job_run_seconds",
             "Run time of a job try.",

@@ -145,6 +145,8 @@ class WorkerMetrics:
             self._add(d.retried, labels, job.retried)
             self._add(d.dead, labels, job.dead)
             self._add(d.cancelled, labels, job.cancelled)
+            for limit, count in list(job.limited.items()):
+                self._add(d.limited, (*labels, limit), count)
             self._add_buckets(d.run_time, labels, job.timings)
         for (of, name, queue), count in list(stats.enqueued.items()):
             if of == app:

@@ -111,7 +111,7 @@ class ProcessorStats:
 class JobStats:
     """One job function's outcomes in this process."""
 
-    __slots__ = ("cancelled", "dead", "retried", "started", "succeeded", "timings")
+    __slots__ = ("cancelled", "dead", "limited", "retried", "started", "succeeded", "timings")
 
     def __init__(self) -> None:
         self.started = 0
@@ -120,6 +120,8 @@ class JobStats:
         self.dead = 0
         self.cancelled = 0
         """Jobs taken here and stopped (or never started) because they were cancelled."""
+        self.limited: dict[str, int] = {}
+        """Starts put off by a limit (``rate``, ``concurrency``): jobs/admission.py."""
         self.timings = Timings(JOB_BUCKETS)
 
     def finished(self, kind: str, seconds: float | None = None) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runnel.jobs.clock import Clock
+from runnel.jobs.limits import Deferral, JobLimits
 from runnel.jobs.model import (
     Abandoned,
     DeadLetter,
@@ -112,6 +113,23 @@ class JobStore(abc.ABC):
     async def report_progress(self, executor: str, job_id: str, progress: Progress) -> bool:
         """Keep ``progress`` with the job, if ``executor`` still runs its try
         ``progress.tries``; False (nothing kept) if not: it was cancelled or taken back."""
+
+    async def admit(
+        self, executor: str, delivery: Delivery, limits: JobLimits, now: float, wait: float
+    ) -> Deferral | str | None:
+        """Let ``executor`` start a delivery of a job declared with limits, in one atomic step
+        (only such jobs call this; :mod:`runnel.jobs.limits`).
+
+        None: admitted; it holds a concurrency slot (``limits.concurrency``) until an
+        outcome naming it (``Outcome.slot``) is recorded, it is cancelled, or ``executor``
+        stops beating. A :class:`Deferral`: refused by the rate (by the store's own clock)
+        or by full slots (slots of executors that stopped beating are freed first); the
+        delivery ended, its try not counted, the job is back on the schedule, due at
+        ``now`` plus the time to the next token (rate) or ``wait`` (concurrency), and its
+        record says why (``JobRecord.waiting``). ``"gone"``: the delivery is no longer
+        ``executor``'s (cancelled or taken back).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support job limits")
 
     @abc.abstractmethod
     async def promote_due(self, now: float, limit: int) -> int:

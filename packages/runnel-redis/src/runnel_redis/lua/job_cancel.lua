@@ -9,7 +9,8 @@
 -- KEYS[4] the job's hash.
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] job id, ARGV[4] now (ms), ARGV[5] ttl (ms).
 -- Returns the status the job had ('UNKNOWN' if there is none).
-local h = redis.call('HMGET', KEYS[4], 'status', 'entry', 'executor', 'results', 'queue')
+local h = redis.call('HMGET', KEYS[4], 'status', 'entry', 'executor', 'results', 'queue',
+  'name')
 local status = h[1]
 if not status then return 'UNKNOWN' end
 if status == 'SUCCESS' or status == 'DEAD' or status == 'CANCELLED' then return status end
@@ -23,6 +24,9 @@ if h[2] then
   local held = redis.call('XACK', queue, ARGV[2], h[2])
   redis.call('XDEL', queue, h[2])
   if held == 1 and status == 'EXECUTING' and h[3] then
+    -- A concurrency slot it may hold (job_admit.lua) is free again.
+    local ticket = (h[5] and h[5] ~= '') and (h[5] .. '/' .. h[2]) or h[2]
+    redis.call('HDEL', prefix .. 'held.' .. h[6], ticket)
     local notices = prefix .. 'cancel.' .. h[3]
     redis.call('RPUSH', notices, id)
     redis.call('PEXPIRE', notices, 86400000)  -- a day, should the executor never read them

@@ -2,7 +2,8 @@
 -- XDEL), so the queue holds only unfinished work and no step can be half done. (The
 -- deletions and the results index additions go in one command each, at the end.)
 -- KEYS[1] queue stream, KEYS[2] schedule, KEYS[3] dead letters (the default queue's),
--- KEYS[4] results index.
+-- KEYS[4] results index; then the concurrency slots (held.{name}, job_limits.py) that
+-- these outcomes free, if any: each outcome applied frees its ticket's field in each.
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] results ttl (ms), ARGV[4] now (ms),
 -- ARGV[5] a heartbeat key that must be absent ('' for none: recovery on behalf of a
 -- dead executor is refused whole if it beats again), then 6 values per outcome:
@@ -44,6 +45,7 @@ for i = 6, #ARGV, 6 do
       done[queue] = entries
     end
     entries[#entries + 1] = entry
+    for k = 5, #KEYS do redis.call('HDEL', KEYS[k], ARGV[i + 1]) end
     local key = prefix .. 'job.' .. id
     -- A job purged while it ran is not brought back to life by its outcome.
     if redis.call('HEXISTS', key, 'name') == 1 then
