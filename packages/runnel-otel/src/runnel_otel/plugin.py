@@ -11,39 +11,41 @@ from runnel_otel.config import tracer
 
 if TYPE_CHECKING:
     from runnel.interfaces import Middleware
-    from runnel.jobs.function import JobFunction
     from runnel.jobs.model import Delivery
-    from runnel.plugins.hookspecs import EnqueueDone, RunDone, SendDone
-    from runnel.processor import Processor
+    from runnel.plugins.hookspecs import (
+        EnqueueDone,
+        QueuedJob,
+        RunDone,
+        SendDone,
+        SentStream,
+        StreamProcessor,
+    )
     from runnel.store.log import PartitionId
-    from runnel.stream import Stream
 
 
 @hookimpl
-def runnel_processor_middleware(processor: Processor) -> Middleware | None:
+def runnel_processor_middleware(processor: StreamProcessor) -> Middleware | None:
     found = tracer()
     return None if found is None else spans.middleware_for(found, processor)
 
 
 @hookimpl
 def runnel_sending(
-    stream: Stream, entries: list[tuple[PartitionId, dict[bytes, Any]]]
+    stream: SentStream, entries: list[tuple[PartitionId, dict[bytes, Any]]]
 ) -> SendDone | None:
     found = tracer()
     return None if found is None else spans.start_send(found, stream, entries)
 
 
 @hookimpl
-def runnel_enqueuing(
-    job: JobFunction[Any, Any], job_id: str, headers: dict[str, str]
-) -> EnqueueDone | None:
+def runnel_enqueuing(job: QueuedJob, job_id: str, headers: dict[str, str]) -> EnqueueDone | None:
     found = tracer()
     return None if found is None else spans.start_enqueue(found, job, job_id, headers)
 
 
 @hookimpl
 def runnel_job_running(
-    job: JobFunction[Any, Any], delivery: Delivery, headers: dict[str, str]
+    job: QueuedJob, delivery: Delivery, headers: dict[str, str]
 ) -> RunDone | None:
     found = tracer()
     return None if found is None else spans.start_run(found, job, delivery, headers)

@@ -15,10 +15,8 @@ from runnel.interfaces import Middleware
 from runnel_otel.carriers import from_fields, inject_fields, link_of
 
 if TYPE_CHECKING:
-    from runnel.jobs.function import JobFunction
     from runnel.jobs.model import Delivery, Outcome
-    from runnel.processor import Processor
-    from runnel.stream import Stream
+    from runnel.plugins.hookspecs import QueuedJob, SentStream, StreamProcessor
     from runnel.types import Event
 
 SYSTEM = "runnel"
@@ -42,7 +40,7 @@ def _failed(span: trace.Span, error: BaseException) -> None:
 # Streams.
 
 
-def start_send(tracer: trace.Tracer, stream: Stream, entries: list[Any]) -> Any:
+def start_send(tracer: trace.Tracer, stream: SentStream, entries: list[Any]) -> Any:
     """A PRODUCER span over ``stream.send``; its context goes in every entry."""
     attributes = _base("send", stream.id)
     partitions = {key.number for key, _ in entries}
@@ -70,7 +68,7 @@ class TracingMiddleware(Middleware):
     """One CONSUMER span per event (or per ``take()`` batch, linking its events' senders),
     current while the processor handles it, so what the processor sends is its child."""
 
-    def __init__(self, tracer: trace.Tracer, processor: Processor) -> None:
+    def __init__(self, tracer: trace.Tracer, processor: StreamProcessor) -> None:
         self.tracer = tracer
         self.group = processor.name
         self.destination = processor.stream.id
@@ -133,7 +131,7 @@ class TracingMiddleware(Middleware):
 _middlewares: dict[str, tuple[trace.Tracer, TracingMiddleware]] = {}
 
 
-def middleware_for(tracer: trace.Tracer, processor: Processor) -> TracingMiddleware:
+def middleware_for(tracer: trace.Tracer, processor: StreamProcessor) -> TracingMiddleware:
     """One per processor and tracer, so retries are counted across restarts of the function."""
     found = _middlewares.get(processor.id)
     if found is None or found[0] is not tracer:
@@ -144,12 +142,12 @@ def middleware_for(tracer: trace.Tracer, processor: Processor) -> TracingMiddlew
 # Jobs.
 
 
-def _job_destination(job: JobFunction[Any, Any]) -> str:
+def _job_destination(job: QueuedJob) -> str:
     return f"{job.app.name}.{job.queue}"
 
 
 def start_enqueue(
-    tracer: trace.Tracer, job: JobFunction[Any, Any], job_id: str, headers: dict[str, str]
+    tracer: trace.Tracer, job: QueuedJob, job_id: str, headers: dict[str, str]
 ) -> Any:
     """A PRODUCER span over ``delay()``; its context goes in the job's headers."""
     attributes = _base("send", _job_destination(job))
@@ -170,9 +168,7 @@ def start_enqueue(
     return done
 
 
-def start_run(
-    tracer: trace.Tracer, job: JobFunction[Any, Any], d: Delivery, headers: dict[str, str]
-) -> Any:
+def start_run(tracer: trace.Tracer, job: QueuedJob, d: Delivery, headers: dict[str, str]) -> Any:
     """A CONSUMER span over one try of a job, child of the span that enqueued it."""
     from opentelemetry import propagate
 

@@ -15,13 +15,11 @@ if TYPE_CHECKING:
     import click
 
     from runnel.interfaces import Compressor, Middleware, Serializer
-    from runnel.jobs.function import JobFunction
     from runnel.jobs.model import Delivery, Outcome
-    from runnel.processor import Processor
+    from runnel.record import Record
     from runnel.settings import Settings
     from runnel.store.backend import Backend
     from runnel.store.log import PartitionId
-    from runnel.stream import Stream
 
 hookspec = pluggy.HookspecMarker("runnel")
 
@@ -43,6 +41,51 @@ RegisterSerializer = Callable[[str, SerializerFactory], None]
 RegisterCompressor = Callable[[str, CompressorFactory], None]
 #: Any of the above (what the registry actually passes accepts every factory).
 Register = Callable[[str, Callable[..., Any]], None]
+
+
+class SentStream(Protocol):
+    """What the instrumentation hooks see of a :class:`runnel.Stream`."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def record(self) -> type[Record]: ...
+
+
+class StreamProcessor(Protocol):
+    """What the instrumentation hooks see of a processor (``@app.processor``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stream(self) -> SentStream: ...
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class QueuedJob(Protocol):
+    """What the instrumentation hooks see of a job function (``@app.job``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def app(self) -> Named: ...
+
 
 #: What :func:`runnel_sending` returns: called once with the entry ids, or the exception.
 SendDone = Callable[[list[bytes] | None, BaseException | None], None]
@@ -83,7 +126,7 @@ def runnel_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def runnel_processor_middleware(processor: Processor) -> Middleware | None:
+def runnel_processor_middleware(processor: StreamProcessor) -> Middleware | None:
     """A middleware to put first in ``processor``'s chain, before the user's (or None).
 
     Asked each time the processor function starts on a partition.
@@ -92,7 +135,7 @@ def runnel_processor_middleware(processor: Processor) -> Middleware | None:
 
 @hookspec
 def runnel_sending(
-    stream: Stream, entries: list[tuple[PartitionId, dict[bytes, Any]]]
+    stream: SentStream, entries: list[tuple[PartitionId, dict[bytes, Any]]]
 ) -> SendDone | None:
     """``stream.send`` is about to append ``entries`` (encoded and routed).
 
@@ -102,9 +145,7 @@ def runnel_sending(
 
 
 @hookspec
-def runnel_enqueuing(
-    job: JobFunction[Any, Any], job_id: str, headers: dict[str, str]
-) -> EnqueueDone | None:
+def runnel_enqueuing(job: QueuedJob, job_id: str, headers: dict[str, str]) -> EnqueueDone | None:
     """``job.delay()`` (or ``delay_sync``) is about to encode and enqueue call ``job_id``.
 
     Whatever the hook puts in ``headers`` is stored with the job's arguments and given
@@ -114,7 +155,7 @@ def runnel_enqueuing(
 
 @hookspec
 def runnel_job_running(
-    job: JobFunction[Any, Any], delivery: Delivery, headers: dict[str, str]
+    job: QueuedJob, delivery: Delivery, headers: dict[str, str]
 ) -> RunDone | None:
     """A worker starts one try of a job (its arguments decoded; ``headers`` as stored).
 

@@ -15,7 +15,7 @@ from runnel.plugins import manager
 
 if TYPE_CHECKING:
     from runnel.interfaces import Middleware
-    from runnel.processor import Processor
+    from runnel.plugins.hookspecs import StreamProcessor
 
 Done = Callable[[Any, BaseException | None], None]
 
@@ -56,7 +56,7 @@ def instruments() -> Instruments:
     return found
 
 
-def plugin_middleware(processor: Processor) -> list[Middleware]:
+def plugin_middleware(processor: StreamProcessor) -> list[Middleware]:
     """What plugins put in front of ``processor``'s own middleware (usually nothing)."""
     caller = instruments().middleware
     if caller is None:
