@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import itertools
 
+import orjson
 import redis
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from runnel import Record
+from runnel.jobs import codec
 from tests.support.apps import Running, make_app
 
 
@@ -223,3 +225,26 @@ def runnel_otel_off() -> None:
     import runnel_otel
 
     runnel_otel.uninstrument()
+
+
+async def test_a_traced_job_keeps_the_context_with_its_arguments_only_when_on(
+    redis_url: str, app_name: str, redis_client: redis.Redis, spans: InMemorySpanExporter
+) -> None:
+    app = make_app(app_name, redis_url)
+
+    @app.job
+    async def resize(n: int) -> int:
+        return n
+
+    traced = await resize.delay(1)
+    payload = orjson.loads(redis_client.hget(f"__jobs:{app_name}.job.{traced.id}", "payload"))
+    [send] = named(spans, "send resize")
+    assert payload["args"] == [1]
+    assert payload["headers"]["traceparent"].split("-")[2] == f"{send.context.span_id:016x}"
+    assert codec.decode_arguments(resize.serializer, orjson.dumps(payload)) == ([1], {})
+
+    runnel_otel_off()
+    plain = await resize.delay(2)
+    stored = redis_client.hget(f"__jobs:{app_name}.job.{plain.id}", "payload")
+    assert orjson.loads(stored) == {"args": [2]}, "untraced: the payload as before"
+    await app.aclose()
