@@ -248,3 +248,33 @@ async def test_a_traced_job_keeps_the_context_with_its_arguments_only_when_on(
     stored = redis_client.hget(f"__jobs:{app_name}.job.{plain.id}", "payload")
     assert orjson.loads(stored) == {"args": [2]}, "untraced: the payload as before"
     await app.aclose()
+
+
+async def test_what_a_processor_sends_with_its_commit_carries_its_trace(
+    redis_url: str, app_name: str, spans: InMemorySpanExporter
+) -> None:
+    app = make_app(app_name, redis_url)
+    orders = app.stream("orders", record=Order, partition_by="key", partition_count=1)
+    copies = app.stream("copies", record=Order, partition_by="key", partition_count=1)
+    seen: list[int] = []
+
+    @app.processor(orders, name="proc")
+    async def proc(events):
+        async for order in events.records():
+            await events.send(copies, order)
+
+    @app.processor(copies, name="copier")
+    async def copier(events):
+        async for order in events.records():
+            seen.append(order.n)
+
+    await orders.send(Order(key="a", n=1))
+    async with Running(app) as running:
+        await running.until(lambda: seen == [1], "the copy")
+        assert await running.stop() == 0
+
+    [process] = named(spans, f"process {app_name}.orders")
+    [resend] = named(spans, f"send {app_name}.copies")
+    [last] = named(spans, f"process {app_name}.copies")
+    assert resend.parent.span_id == process.context.span_id
+    assert last.parent.span_id == resend.context.span_id
