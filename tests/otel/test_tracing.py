@@ -278,3 +278,29 @@ async def test_what_a_processor_sends_with_its_commit_carries_its_trace(
     [last] = named(spans, f"process {app_name}.copies")
     assert resend.parent.span_id == process.context.span_id
     assert last.parent.span_id == resend.context.span_id
+
+
+async def test_a_redelivered_event_says_so(
+    redis_url: str, app_name: str, redis_client: redis.Redis, spans: InMemorySpanExporter
+) -> None:
+    app = make_app(app_name, redis_url)
+    orders = app.stream("orders", record=Order, partition_by="key", partition_count=1)
+    seen: list[int] = []
+
+    @app.processor(orders, name="proc")
+    async def proc(events):
+        async for order in events.records():
+            seen.append(order.n)
+
+    await orders.send(Order(key="a", n=1))
+    # A worker that read the event and died before acknowledging it.
+    key = orders.partitions[0].key
+    redis_client.xgroup_create(key, "proc", id="0")
+    assert redis_client.xreadgroup("proc", "runnel", {key: ">"})
+    await orders.send(Order(key="a", n=2))
+    async with Running(app) as running:
+        await running.until(lambda: seen == [1, 2], "both events")
+        assert await running.stop() == 0
+
+    processed = named(spans, f"process {app_name}.orders")
+    assert [s.attributes["runnel.redelivered"] for s in processed] == [True, False]
