@@ -4,6 +4,9 @@ SDK's in-memory exporter, with a real Worker in the test's loop on Redis."""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import orjson
 import redis
@@ -12,6 +15,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from runnel import Record
 from runnel.jobs import codec
+from runnel.plugins.instruments import plugin_middleware
 from tests.support.apps import Running, make_app
 
 
@@ -304,3 +308,45 @@ async def test_a_redelivered_event_says_so(
 
     processed = named(spans, f"process {app_name}.orders")
     assert [s.attributes["runnel.redelivered"] for s in processed] == [True, False]
+
+
+async def test_off_puts_no_middleware_in_front_of_a_processor(
+    redis_url: str, app_name: str, spans: InMemorySpanExporter
+) -> None:
+    app = make_app(app_name, redis_url)
+    orders = app.stream("orders", record=Order, partition_by="key", partition_count=1)
+
+    @app.processor(orders, name="proc")
+    async def proc(events):
+        async for _ in events:
+            pass
+
+    assert [type(m).__name__ for m in plugin_middleware(proc)] == ["TracingMiddleware"]
+    runnel_otel_off()
+    assert plugin_middleware(proc) == []
+
+
+def test_an_exporter_the_plugin_cannot_set_up_leaves_tracing_off_with_a_warning(
+    tmp_path,
+) -> None:
+    script = (
+        "import asyncio\n"
+        "from runnel import App, Record\n"
+        "class Order(Record):\n"
+        "    key: str\n"
+        "app = App(name='x', redis_url='memory://')\n"
+        "orders = app.stream('orders', record=Order, partition_by='key')\n"
+        "asyncio.run(orders.send(Order(key='a')))\n"
+        "import runnel_otel\n"
+        "print(runnel_otel.tracer())\n"
+    )
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "zipkin"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"
+    assert (
+        "OTEL_TRACES_EXPORTER: runnel-otel sets up only otlp and console, not zipkin; "
+        "tracing is off"
+    ) in done.stderr
