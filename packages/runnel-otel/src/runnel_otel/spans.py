@@ -33,7 +33,7 @@ def _base(operation: str, destination: str) -> dict[str, Any]:
 
 def _failed(span: trace.Span, error: BaseException) -> None:
     span.record_exception(error)
-    span.set_attribute("error.type", type(error).__qualname__)
+    span.set_attribute("error.type", type(error).__name__)
     span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
 
 
