@@ -3,6 +3,7 @@ SDK's in-memory exporter, with a real Worker in the test's loop on Redis."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import subprocess
@@ -13,6 +14,7 @@ import redis
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+import runnel_otel
 from runnel import Record
 from runnel.jobs import codec
 from runnel.plugins.instruments import plugin_middleware
@@ -226,8 +228,6 @@ async def test_untraced_and_primitive_entries_keep_their_layout(
 
 
 def runnel_otel_off() -> None:
-    import runnel_otel
-
     runnel_otel.uninstrument()
 
 
@@ -350,3 +350,26 @@ def test_an_exporter_the_plugin_cannot_set_up_leaves_tracing_off_with_a_warning(
         "OTEL_TRACES_EXPORTER: runnel-otel sets up only otlp and console, not zipkin; "
         "tracing is off"
     ) in done.stderr
+
+
+async def test_delay_sync_is_traced_in_the_callers_trace(
+    redis_url: str, app_name: str, spans: InMemorySpanExporter
+) -> None:
+    app = make_app(app_name, redis_url)
+
+    @app.job
+    def resize(n: int) -> int:
+        return n
+
+    def caller() -> str:
+        tracer = runnel_otel.tracer()
+        assert tracer is not None
+        with tracer.start_as_current_span("view"):
+            return resize.delay_sync(3).id
+
+    job_id = await asyncio.to_thread(caller)
+    [view] = named(spans, "view")
+    [send] = named(spans, "send resize")
+    assert send.parent.span_id == view.context.span_id
+    assert send.attributes["messaging.message.id"] == job_id
+    await app.aclose()
