@@ -1,6 +1,7 @@
 """A trace that crosses processes: a producer process sends an event and enqueues a job,
-a real `runnel worker` process handles both, each exports its spans over OTLP/HTTP to a
-receiver the test runs, configured only by the standard OTEL_* variables."""
+`runnel jobs send` enqueues another, and a real `runnel worker` process handles them all;
+each exports its spans over OTLP/HTTP to a receiver the test runs, configured only by the
+standard OTEL_* variables."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tests.support.processes import WorkerProcess, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 APP = """
 import os
@@ -137,24 +138,34 @@ def test_the_worker_continues_the_producers_trace(
         timeout=120,
     )
     assert produced.returncode == 0, produced.stderr
+    sent = cli(
+        "jobs",
+        "send",
+        "tracedapp:resize",
+        "[3]",
+        cwd=tmp_path,
+        env=env_with(redis_url, OTEL_SERVICE_NAME="cli", **otel),
+    )
+    assert sent.returncode == 0, sent.stderr
     with WorkerProcess(
         "tracedapp:app", tmp_path, env_with(redis_url, OTEL_SERVICE_NAME="worker", **otel)
     ) as worker:
-        wait_for(lambda: len(redis_client.lrange("seen", 0, -1)) == 2)
+        wait_for(lambda: len(redis_client.lrange("seen", 0, -1)) == 3)
         assert worker.stop() == 0, worker.output
-    wait_for(
-        lambda: receiver.named("process resize") and receiver.named(f"process {app_name}.orders")
-    )
+    wait_for(lambda: len(receiver.named("process resize")) == 2)
+    wait_for(lambda: receiver.named(f"process {app_name}.orders"))
 
     assert set(receiver.paths) == {"/v1/traces"}
-    for sent_name, processed_name in (
-        (f"send {app_name}.orders", f"process {app_name}.orders"),
-        ("send resize", "process resize"),
-    ):
-        [sent] = receiver.named(sent_name)
-        [processed] = receiver.named(processed_name)
-        assert (sent.service, processed.service) == ("producer", "worker")
-        assert sent.span.kind == Span.SPAN_KIND_PRODUCER
+    [sent_event] = receiver.named(f"send {app_name}.orders")
+    [processed_event] = receiver.named(f"process {app_name}.orders")
+    pairs = [(sent_event, processed_event)]
+    runs = {r.span.trace_id: r for r in receiver.named("process resize")}
+    for enqueued in receiver.named("send resize"):  # by delay() and by `runnel jobs send`
+        pairs.append((enqueued, runs[enqueued.span.trace_id]))
+    assert sorted(sent.service for sent, _ in pairs) == ["cli", "producer", "producer"]
+    for sent_span, processed in pairs:
+        assert processed.service == "worker"
+        assert sent_span.span.kind == Span.SPAN_KIND_PRODUCER
         assert processed.span.kind == Span.SPAN_KIND_CONSUMER
-        assert processed.span.trace_id == sent.span.trace_id
-        assert processed.span.parent_span_id == sent.span.span_id
+        assert processed.span.trace_id == sent_span.span.trace_id
+        assert processed.span.parent_span_id == sent_span.span.span_id

@@ -146,7 +146,8 @@ def runnel_sending(
 
 @hookspec
 def runnel_enqueuing(job: QueuedJob, job_id: str, headers: dict[str, str]) -> EnqueueDone | None:
-    """``job.delay()`` (or ``delay_sync``) is about to encode and enqueue call ``job_id``.
+    """``job.delay()`` (``delay_sync``, ``runnel jobs send``) is about to encode and enqueue
+    call ``job_id``.
 
     Whatever the hook puts in ``headers`` is stored with the job's arguments and given
     back to :func:`runnel_job_running`. Returns a callback for the end of the enqueue.
