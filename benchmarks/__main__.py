@@ -1,5 +1,5 @@
-"""``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|limits|metrics|state|
-codecs|profile|spark|cluster] [--events N]``
+"""``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|limits|metrics|
+tracing|state|codecs|profile|spark|cluster] [--events N]``
 
 Without a name, the whole suite (throughput, latency, memory, scaling) against one private
 redis-server, then one table: every figure next to a plain redis-py loop doing the same
@@ -15,7 +15,17 @@ import platform
 
 import redis
 
-from benchmarks import jobs, jobs_baseline, latency, memory, metrics, scaling, state, throughput
+from benchmarks import (
+    jobs,
+    jobs_baseline,
+    latency,
+    memory,
+    metrics,
+    scaling,
+    state,
+    throughput,
+    tracing,
+)
 from benchmarks.common import Row, git_state, server, table
 
 SUITE = {
@@ -30,10 +40,11 @@ OTHERS = {
     "limits": (jobs_baseline.run, "the baseline ref"),
     "state": (state.run, "a redis-py loop"),
     "metrics": (metrics.run, "metrics off"),
+    "tracing": (tracing.run, "runnel-otel absent"),
 }
 """Run on their own, each with its own baseline: the job queue's peers (arq, saq), one
 worker process against two, no-op jobs against a baseline git ref (limits unused), or
-metrics on against off."""
+metrics on against off, or tracing on against absent."""
 
 
 def header(url: str) -> str:

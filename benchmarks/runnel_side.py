@@ -13,6 +13,33 @@ from runnel import App
 from runnel.runtime.worker import Worker
 
 
+def tracing(mode: str) -> None:
+    """runnel-otel as the tracing benchmark wants it: ``absent`` (unregistered, as if not
+    installed), ``idle`` (installed, no tracer provider) or ``on`` (spans made and dropped)."""
+    from runnel.plugins import manager
+
+    if mode == "absent":
+        manager.plugin_manager().unregister(name="otel")
+        manager.generation += 1
+    elif mode == "on":
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+
+        import runnel_otel
+
+        class Drop(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(Drop()))
+        runnel_otel.instrument(provider)
+
+
 def _app(url: str, **settings: Any) -> App:
     return App(name=APP, redis_url=url, **settings)
 

@@ -39,7 +39,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=0, help="first events not measured")
     parser.add_argument("--window", type=float, help="runnel count: per tumbling window")
     parser.add_argument("--metrics-port", type=int, help="runnel drain: serve metrics here")
+    parser.add_argument(
+        "--tracing", choices=["absent", "idle", "on"], help="runnel drain: runnel-otel's state"
+    )
     a = parser.parse_args()
+    if a.tracing:
+        runnel_side.tracing(a.tracing)
     side = runnel_side if a.side == "runnel" else plain_side
     if a.action == "drain" and a.metrics_port:
         job = runnel_side.drain(a.url, a.stream, a.group, a.batch, metrics_port=a.metrics_port)

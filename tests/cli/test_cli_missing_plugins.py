@@ -24,6 +24,7 @@ LEFT_OUT = {
     "runnel-avro",
     "runnel-dashboard",
     "runnel-example-plugin",
+    "runnel-otel",
     "runnel-redis",
     "runnel-spark",
     "zstandard",

@@ -16,6 +16,7 @@ PLUGINS = [
     "runnel_avro.plugin",
     "runnel_spark.plugin",
     "runnel_dashboard.plugin",
+    "runnel_otel.plugin",
 ]
 
 

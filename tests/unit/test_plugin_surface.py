@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).parents[2]
 PLUGINS = [
     ROOT / "packages" / name / "src"
-    for name in ("runnel-redis", "runnel-avro", "runnel-spark", "runnel-dashboard")
+    for name in ("runnel-redis", "runnel-avro", "runnel-spark", "runnel-dashboard", "runnel-otel")
 ] + [ROOT / "tests" / "plugins" / "runnel-example-plugin" / "src"]
 
 

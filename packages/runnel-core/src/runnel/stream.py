@@ -17,6 +17,7 @@ from runnel.exceptions import (
     SchemaIncompatible,
 )
 from runnel.interfaces import Serializer
+from runnel.plugins.instruments import finish, instruments
 from runnel.record import Record
 from runnel.store.log import Fields as EntryFields
 from runnel.store.log import PartitionId
@@ -312,10 +313,31 @@ class Stream:
                 raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
         if True not in self._prepared:
             await self.prepare(writing=True)
+        sending = instruments().sending
+        if sending is not None:
+            return await self._send_instrumented(
+                sending(stream=self, entries=entries), entries, ids
+            )
         try:
             return await self.append(entries, ids)
         except EntryIdError as exc:
             raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
+
+    async def _send_instrumented(
+        self, done: list[Any], entries: list[tuple[PartitionId, Fields]], ids: list[str] | None
+    ) -> list[bytes]:
+        """:meth:`send`'s append with plugins told of its end (tracing: the send's span)."""
+        try:
+            sent = await self.append(entries, ids)
+        except EntryIdError as exc:
+            error = EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent")
+            finish(done, None, error)
+            raise error from None
+        except BaseException as exc:
+            finish(done, None, exc)
+            raise
+        finish(done, sent, None)
+        return sent
 
     def entries(
         self, records: Sequence[Record | dict[str, Any]]

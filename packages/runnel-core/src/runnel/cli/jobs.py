@@ -23,7 +23,7 @@ from runnel.admin.jobs import (
 )
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run, yes_option
-from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
+from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction, new_job_id
 from runnel.jobs.model import (
     ENDED,
     DeadLetter,
@@ -35,6 +35,7 @@ from runnel.jobs.model import (
 )
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.jobs.result import current_progress
+from runnel.plugins.instruments import finish, instruments
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
@@ -247,14 +248,32 @@ def send(
             raise click.ClickException(f"{name} must be a number of seconds >= 0, not {value}")
         if value is not None and most is not None and value > most:
             raise click.ClickException(f"{name} must be at most {most:.0f} seconds (100 years)")
+    enqueuing = instruments().enqueuing
+    headers: dict[str, str] = {}
+    done: list[Any] = []
+    if enqueuing is not None:  # a plugin (tracing) is told, and may add headers
+        job_id = job_id or new_job_id()
+        done = enqueuing(job=job, job_id=job_id, headers=headers)
     try:
-        new = job.prepare(args, kwargs, countdown=countdown, job_id=job_id)
+        new = job.prepare(args, kwargs, countdown=countdown, job_id=job_id, headers=headers)
     except (InvalidArguments, ValueError) as exc:
+        finish(done, None, exc)
         raise click.ClickException(str(exc)) from None
     app = job.app
 
+    def enqueued(added: bool | None, error: BaseException | None) -> None:
+        """The plugins' end of the enqueue (once, before any --wait)."""
+        if done:
+            finish(done, added, error)
+            done.clear()
+
     async def enqueue() -> tuple[bool, Any]:
-        added = await app.enqueuer.submit(new)
+        try:
+            added = await app.enqueuer.submit(new)
+        except BaseException as exc:
+            enqueued(None, exc)
+            raise
+        enqueued(added, None)
         if wait is None:
             return added, None
         click.echo(new.id)
@@ -265,7 +284,11 @@ def send(
         except (Timeout, ResultsDisabled) as exc:
             raise click.ClickException(str(exc)) from None
 
-    added, value = run(enqueue(), app)
+    try:
+        added, value = run(enqueue(), app)
+    except BaseException as exc:
+        enqueued(None, exc)  # failed before the enqueue was tried (the store, say)
+        raise
     if wait is None:
         click.echo(new.id)
     if not added:

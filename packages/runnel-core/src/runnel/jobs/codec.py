@@ -55,11 +55,19 @@ NO_ARGUMENTS = b'{"args":[]}'
 
 
 def encode_arguments(
-    serializer: Serializer, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    serializer: Serializer,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    headers: dict[str, str] | None = None,
 ) -> bytes:
-    value = {"args": args, "kwargs": kwargs} if kwargs else {"args": args}
+    """A call's arguments as stored; ``headers`` (a plugin's, such as a trace context)
+    go under their own key, which readers that do not know it ignore."""
+    value: dict[str, Any] = {"args": args, "kwargs": kwargs} if kwargs else {"args": args}
+    if headers:
+        value["headers"] = headers
     if type(serializer) is JSONSerializer and serializer.compressor is None:
-        if not args and not kwargs:
+        if not args and not kwargs and not headers:
             return NO_ARGUMENTS
         try:
             # Plain values (the usual case), at a third of the cost, written as pydantic
@@ -74,6 +82,14 @@ def encode_arguments(
 
 
 def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], dict[str, Any]]:
+    args, kwargs, _ = decode_call(serializer, data)
+    return args, kwargs
+
+
+def decode_call(
+    serializer: Serializer, data: bytes
+) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
+    """The stored arguments and the headers plugins stored with them (usually none)."""
     try:
         value = decode(serializer, data)
     except Exception as exc:  # the serializer or stored data
@@ -83,7 +99,8 @@ def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], di
     kwargs = value.get("kwargs") or {}
     if not isinstance(kwargs, dict):
         raise DecodeError("the job's keyword arguments are not an object")
-    return value.get("args", []), kwargs
+    headers = value.get("headers")
+    return value.get("args", []), kwargs, headers if isinstance(headers, dict) else {}
 
 
 def result_item(serializer: Serializer, value: Any) -> bytes:

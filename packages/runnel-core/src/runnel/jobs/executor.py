@@ -48,6 +48,7 @@ from runnel.jobs.finisher import Finisher
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
 from runnel.jobs.queues import DEFAULT_QUEUE, Picker, QueueSelection
 from runnel.metrics.stats import JobsStats
+from runnel.plugins.instruments import finish, instruments
 from runnel.runtime.retry import (
     BLOCK_CAP_MS,
     Backoff,
@@ -60,6 +61,7 @@ from runnel.runtime.retry import (
 )
 
 if TYPE_CHECKING:
+    from runnel.interfaces import Serializer
     from runnel.jobs.clock import Clock
     from runnel.jobs.function import JobFunction
     from runnel.store.jobs import JobStore
@@ -340,7 +342,7 @@ class JobExecutor:
         try:
             # The codec the job was stored with: an enqueuing app may declare another.
             serializer = job.serializer if d.codec == job.codec else codec.serializer_named(d.codec)
-            decoded, kwargs = codec.decode_arguments(serializer, d.payload)
+            decoded, kwargs, headers = codec.decode_call(serializer, d.payload)
             args: tuple[Any, ...] | list[Any] = decoded
             if job.signature.trivial:
                 job.signature.check(decoded, kwargs)
@@ -350,6 +352,27 @@ class JobExecutor:
             # It would fail the same way every time: no retries.
             log.error("job %s %s cannot run: %s", job.name, d.id, exc)
             return self._dead(d, _error_info(exc), result=d.results)
+        running = instruments().job_running
+        if running is None:
+            return await self._try(job, d, serializer, args, kwargs)
+        done = running(job=job, delivery=d, headers=headers)  # a plugin's (tracing) span
+        try:
+            outcome = await self._try(job, d, serializer, args, kwargs)
+        except BaseException as exc:
+            finish(done, None, exc)
+            raise
+        finish(done, outcome, None)
+        return outcome
+
+    async def _try(
+        self,
+        job: JobFunction[Any, Any],
+        d: Delivery,
+        serializer: Serializer,
+        args: Any,
+        kwargs: dict[str, Any],
+    ) -> Outcome:
+        """Call the job once and turn how it ended into an outcome."""
         try:
             if job.timeout is None:
                 value = await self._call(job, args, kwargs)

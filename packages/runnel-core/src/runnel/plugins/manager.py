@@ -28,6 +28,8 @@ _registry: Registry | None = None
 _sources: dict[str, Source] = {}
 _commands: Registry | None = None
 _commands_added: set[tuple[int, str]] = set()
+generation = 0
+"""Counts the plugins registered after start-up, so caches of their hooks know to look again."""
 
 
 @dataclass
@@ -100,7 +102,7 @@ def load_plugin(plugin: str | ModuleType | object, source: Source = "load_plugin
 
     ``source`` only records where the request came from, for ``runnel plugins``.
     """
-    global _registry
+    global _registry, generation
     pm = plugin_manager()
     if isinstance(plugin, str):
         cwd_importable()
@@ -118,6 +120,7 @@ def load_plugin(plugin: str | ModuleType | object, source: Source = "load_plugin
     with _lock:
         _sources[name] = source
         _registry = None
+        generation += 1
 
 
 def registry() -> Registry:

@@ -15,6 +15,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import RunnelError, StateUnavailable, TransportError
+from runnel.plugins.instruments import plugin_middleware
 from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ class Events:
             policy=consumer.processor.exception_policy,
         )
         self._generators: list[AsyncGenerator[Any, None]] = []
+        # Plugins' middleware (tracing) first, so it sees the user's middleware at work too.
+        self._middleware = [*plugin_middleware(consumer.processor), *consumer.processor.middleware]
         self.inflight: list[Event] = []
         self.delivered = 0
         self._delay_head: bytes = b""
@@ -84,7 +87,7 @@ class Events:
         return self._pipeline(self._single())
 
     def records(self) -> AsyncIterator[Record]:
-        if not self._consumer.processor.middleware:
+        if not self._middleware:
             # Nothing between us and the processor needs the events: decode as we go.
             return self._pipeline(self._single(decode=True))
         return self._track(_decode_each(self._pipeline(self._single())))
@@ -126,7 +129,7 @@ class Events:
         if self._generators:
             raise RunnelError("an Events object can be iterated only once")
         gen = self._track(source)
-        for middleware in self._consumer.processor.middleware:
+        for middleware in self._middleware:
             gen = self._track(
                 middleware.handler(gen, partition=self.partition, context=self.context)
             )
@@ -280,7 +283,7 @@ class Batches:
 
     def records(self) -> AsyncIterator[list[Record]]:
         events = self._events
-        if not events._consumer.processor.middleware:
+        if not events._middleware:
             # Nothing between us and the processor needs the events: decode as we go.
             return events._pipeline(events._batches(self._n, self._within, decode=True))
         return events._track(_decode_batches(self.__aiter__()))

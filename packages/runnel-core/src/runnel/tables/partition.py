@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import TableError, WrongPartition
+from runnel.plugins.instruments import finish, instruments
 from runnel.store.state import Output, TableStore
 from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key
 
@@ -112,6 +113,15 @@ class Sink(Protocol):
     async def prepare(self, *, writing: bool) -> None: ...
 
     def entries(self, records: Any) -> Any: ...
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def record(self) -> type[Record]: ...
 
 
 class CacheBudget:
@@ -368,7 +378,11 @@ class PartitionState:
         if stream.has_schemas:
             await stream.prepare(writing=True)
         cap = stream.partition_size
-        self.send((p, fields, cap) for p, fields in stream.entries(records))
+        entries = stream.entries(records)
+        sending = instruments().sending
+        if sending is not None:  # a plugin (tracing) sees them; they go out with the commit
+            finish(sending(stream=stream, entries=entries), None, None)
+        self.send((p, fields, cap) for p, fields in entries)
 
     def check(self, table: Table, key: Any) -> None:
         """A key of this partition, of a table of this stream, else a clear error."""

@@ -1,0 +1,51 @@
+"""The runnel-otel plugin: Runnel's instrumentation hooks, answered only when tracing is on
+(otherwise each returns None at once, and Runnel goes its untraced way)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from runnel.plugins import hookimpl
+from runnel_otel import spans
+from runnel_otel.config import tracer
+
+if TYPE_CHECKING:
+    from runnel.interfaces import Middleware
+    from runnel.jobs.model import Delivery
+    from runnel.plugins.hookspecs import (
+        EnqueueDone,
+        QueuedJob,
+        RunDone,
+        SendDone,
+        SentStream,
+        StreamProcessor,
+    )
+    from runnel.store.log import PartitionId
+
+
+@hookimpl
+def runnel_processor_middleware(processor: StreamProcessor) -> Middleware | None:
+    found = tracer()
+    return None if found is None else spans.middleware_for(found, processor)
+
+
+@hookimpl
+def runnel_sending(
+    stream: SentStream, entries: list[tuple[PartitionId, dict[bytes, Any]]]
+) -> SendDone | None:
+    found = tracer()
+    return None if found is None else spans.start_send(found, stream, entries)
+
+
+@hookimpl
+def runnel_enqueuing(job: QueuedJob, job_id: str, headers: dict[str, str]) -> EnqueueDone | None:
+    found = tracer()
+    return None if found is None else spans.start_enqueue(found, job, job_id, headers)
+
+
+@hookimpl
+def runnel_job_running(
+    job: QueuedJob, delivery: Delivery, headers: dict[str, str]
+) -> RunDone | None:
+    found = tracer()
+    return None if found is None else spans.start_run(found, job, delivery, headers)
