@@ -2,6 +2,7 @@
 
 from runnel.app import App
 from runnel.exceptions import Misconfigured, RunnelError
+from runnel.jobs.workflow import chain, chord, group
 from runnel.interfaces import Compressor, Middleware, Serializer
 from runnel.processing.events import Events
 from runnel.record import Record
@@ -29,4 +30,7 @@ __all__ = [
     "WindowClosed",
     "Worker",
     "__version__",
+    "chain",
+    "chord",
+    "group",
 ]

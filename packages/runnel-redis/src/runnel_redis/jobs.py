@@ -45,6 +45,7 @@ from runnel.jobs.model import (
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
+from runnel_redis.job_workflows import RedisWorkflows
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.replicas import check_replicated
 from runnel_redis.seam import guarded
@@ -63,7 +64,7 @@ def _text(value: Any) -> str:
 
 
 @guarded
-class RedisJobStore(JobStore):
+class RedisJobStore(JobStore, RedisWorkflows):
     wait_replicas = 0
     """Replicas that must hold an enqueue before it returns (the ``wait_replicas`` setting)."""
     wait_timeout_ms = 1000
@@ -405,6 +406,7 @@ class RedisJobStore(JobStore):
             result=result,
             progress=codec.progress_from_json(h.get("progress")),
             queue=_text(h.get("queue") or DEFAULT_QUEUE),
+            workflow=_text(h["wf"]) if h.get("wf") else None,
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:

@@ -74,6 +74,14 @@ def encode_arguments(
 
 
 def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], dict[str, Any]]:
+    args, kwargs, _ = decode_call(serializer, data)
+    return args, kwargs
+
+
+def decode_call(
+    serializer: Serializer, data: bytes
+) -> tuple[list[Any], dict[str, Any], Any]:
+    """The arguments, and what a workflow's job gets first (its ``input``: None if none)."""
     try:
         value = decode(serializer, data)
     except Exception as exc:  # the serializer or stored data
@@ -83,7 +91,7 @@ def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], di
     kwargs = value.get("kwargs") or {}
     if not isinstance(kwargs, dict):
         raise DecodeError("the job's keyword arguments are not an object")
-    return value.get("args", []), kwargs
+    return value.get("args", []), kwargs, value.get("input")
 
 
 def result_item(serializer: Serializer, value: Any) -> bytes:

@@ -19,6 +19,7 @@ from runnel.metrics import stats
 
 if TYPE_CHECKING:
     from runnel.jobs.periodic import Cron
+    from runnel.jobs.workflow import JobSignature
     from runnel.services import Services
 
 P = ParamSpec("P")
@@ -98,6 +99,19 @@ class JobFunction(Generic[P, R]):
         if enqueued:
             stats.enqueued[self.app.name, self.name, self.queue] += 1
         return JobResult(self.app, new.id, self, enqueued).sync()
+
+    def s(self, *args: Any, **kwargs: Any) -> JobSignature:
+        """This call as a workflow step (:mod:`runnel.jobs.workflow`); in a chain it gets
+        the previous step's result first. Arguments are checked now."""
+        from runnel.jobs.workflow import JobSignature
+
+        return JobSignature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> JobSignature:
+        """:meth:`s` that gets nothing from the step before it ("immutable")."""
+        from runnel.jobs.workflow import JobSignature
+
+        return JobSignature(self, args, kwargs, immutable=True)
 
     def result(self, job_id: str) -> JobResult[R]:
         """The handle of a job of this function enqueued earlier (by id)."""

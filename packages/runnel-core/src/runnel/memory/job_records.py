@@ -43,6 +43,10 @@ class StoredJob:
     entry: bytes | None = None
     """Its latest entry in its queue (the Redis store's ``entry`` field), to cancel it by."""
     progress: Progress | None = None
+    workflow: str | None = None
+    """The workflow it belongs to, if any (:mod:`runnel.memory.job_workflows`)."""
+    then: tuple[str, ...] = ()
+    """The jobs of its workflow waiting for it."""
 
 
 @dataclass(slots=True)

@@ -39,6 +39,7 @@ from runnel.jobs.model import (
     QueueCounts,
 )
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
+from runnel.memory import job_workflows as flows
 from runnel.memory.job_records import (
     Letter,
     StoredJob,
@@ -88,6 +89,7 @@ class JobQueueState:
     takers: list[Waiter] = field(default_factory=list, repr=False)
     result_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
     notice_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
+    flows: flows.FlowBook = field(default_factory=flows.FlowBook)
     _tickets: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
     # Helpers; each is called with the lock held.
@@ -227,6 +229,7 @@ class JobQueueState:
         self.cancels[job_id] = at + ttl_ms
         if job.results:
             self.store_result(job_id, codec.CANCELLED, job.expires)
+        flows.failed(self, job_id, at, ttl_ms, flows.CANCEL_LINE)
         return before
 
     def finish_one(self, o: Outcome, ttl_ms: int) -> bool:
@@ -246,6 +249,7 @@ class JobQueueState:
                 self.store_result(o.id, o.result, expires)
                 self.kept[o.id] = at + ttl_ms
             job.expires = expires
+            flows.succeeded(self, o.id, at, ttl_ms)
         elif o.kind == "retry":
             assert o.due is not None
             job.status = JobStatus.RETRY
@@ -261,6 +265,7 @@ class JobQueueState:
             self.dead[self.ticket()] = Letter(o.id, job.name, line, at, job.queue)
             if o.result is not None:
                 self.store_result(o.id, o.result, None)
+            flows.failed(self, o.id, at, ttl_ms, line)
         else:
             if o.uncount:
                 job.tries -= 1
@@ -271,7 +276,7 @@ class JobQueueState:
         return True
 
 
-class MemoryJobStore(JobStore):
+class MemoryJobStore(JobStore, flows.MemoryWorkflows):
     """A :class:`JobStore` over a :class:`JobQueueState`, for one event loop."""
 
     def __init__(self, state: JobQueueState) -> None:
@@ -506,6 +511,7 @@ class MemoryJobStore(JobStore):
             result=result,
             progress=job.progress,
             queue=job.queue,
+            workflow=job.workflow,
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
