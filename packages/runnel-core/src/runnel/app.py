@@ -37,6 +37,7 @@ from runnel.tables import Table, TableBase
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
+    from runnel.jobs.workflow import WorkflowResult
     from runnel.processing.events import Events
     from runnel.store.jobs import JobStore
 
@@ -455,6 +456,12 @@ class App:
     def job_result(self, job_id: str) -> JobResult[Any]:
         """The handle of any job of this app, by id (its result is not typed)."""
         return JobResult(self, job_id)
+
+    def workflow_result(self, workflow_id: str) -> WorkflowResult:
+        """The handle of a workflow of this app, by id (``chain(...).delay()`` gave it)."""
+        from runnel.jobs.workflow import WorkflowResult
+
+        return WorkflowResult(self, workflow_id)
 
     def task(self, func: F | None = None, *, on_leader: bool = False) -> Any:
         """Run ``func`` once when a worker starts (only on the leader if ``on_leader``)."""
