@@ -30,12 +30,16 @@ def store(backend: Backend, app: str) -> Any:
     return found
 
 
-def job(job_id: str, waits: int = 0, then: tuple[str, ...] = (), *, on_error: bool = False) -> FlowJob:
+def job(
+    job_id: str, waits: int = 0, then: tuple[str, ...] = (), *, on_error: bool = False
+) -> FlowJob:
     new = NewJob(job_id, "add", b'{"args":[1]}', "json", 0, True, T0)
     return FlowJob(new, waits=waits, then=list(then), on_error=on_error)
 
 
-def chord_of(wid: str, members: list[str], callback: str, handler: str | None = None) -> NewWorkflow:
+def chord_of(
+    wid: str, members: list[str], callback: str, handler: str | None = None
+) -> NewWorkflow:
     jobs = [job(m, then=(callback,)) for m in members]
     jobs.append(job(callback, waits=len(members)))
     if handler is not None:

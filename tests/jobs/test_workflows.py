@@ -22,7 +22,9 @@ from runnel.testing import run
 
 def flow_app(name: str) -> tuple[App, dict[str, list[object]]]:
     app = App(name=name, job_heartbeat_timeout=1, default_grace_period=1)
-    seen: dict[str, list[object]] = {"total": [], "report": [], "gate": []}
+    seen: dict[str, list[object]] = {"total": [], "report": []}
+    gate = asyncio.Event()
+    app.gate = gate  # type: ignore[attr-defined]
 
     @app.job
     async def add(x: int, y: int) -> int:
@@ -43,8 +45,7 @@ def flow_app(name: str) -> tuple[App, dict[str, list[object]]]:
 
     @app.job
     async def wait(x: int) -> int:
-        while not seen["gate"]:
-            await asyncio.sleep(0.01)
+        await gate.wait()
         return x
 
     return app, seen
@@ -121,14 +122,14 @@ async def test_cancel_a_workflow(app_name: str, store_url: str) -> None:
     async with run(app, store=store_url) as t:
         handle = await chord([wait.s(1), wait.s(2)], total.s(), on_error=report.s()).delay()
         async with asyncio.timeout(t.wait):  # both members running
-            while {s for _, n, s in await handle.members() if n == "wait"} != {"EXECUTING"}:
+            while {s for _, n, s in await handle.members() if n == "wait"} != {"EXECUTING"}:  # noqa: ASYNC110 (polls the store)
                 await asyncio.sleep(0.01)
         assert await handle.cancel() is True
         assert await handle.cancel() is False
         with pytest.raises(WorkflowCancelled):
             await handle.get(timeout=t.wait)
         assert {s for _, _, s in await handle.members()} == {JobStatus.CANCELLED}
-        seen["gate"].append(True)
+        app.gate.set()  # type: ignore[attr-defined]
         await t.join()
         assert seen["total"] == [] and seen["report"] == []
 

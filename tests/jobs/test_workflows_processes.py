@@ -29,7 +29,7 @@ MEMBERS = 200
 HANG = 120
 """Hang guard (seconds) of every wait."""
 
-APP_SOURCE = '''
+APP_SOURCE = """
 import asyncio
 import json
 import os
@@ -57,7 +57,7 @@ async def member(n: int) -> int:
 async def collect(results: list[int]) -> int:
     await app.redis.rpush("callback", json.dumps(results))
     return sum(results)
-'''
+"""
 
 
 def load(directory: Path, app_name: str) -> Any:
@@ -79,9 +79,7 @@ def test_a_chord_callback_runs_once_through_kill_9_and_sigstop(
     module = load(tmp_path, app_name)
     client = client_for(redis_url)
     env = env_with(redis_url)
-    workers = [
-        WorkerProcess(f"{MODULE}:app", tmp_path, env, "--no-processors") for _ in range(3)
-    ]
+    workers = [WorkerProcess(f"{MODULE}:app", tmp_path, env, "--no-processors") for _ in range(3)]
     try:
         app = module.app
 

@@ -2,8 +2,8 @@
 
 from runnel.app import App
 from runnel.exceptions import Misconfigured, RunnelError
-from runnel.jobs.workflow import chain, chord, group
 from runnel.interfaces import Compressor, Middleware, Serializer
+from runnel.jobs.workflow import chain, chord, group
 from runnel.processing.events import Events
 from runnel.record import Record
 from runnel.stream import Stream

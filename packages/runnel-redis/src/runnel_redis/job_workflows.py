@@ -110,7 +110,7 @@ class RedisWorkflows(WorkflowStore):
         raw = await self.redis.hgetall(self._flow_key(workflow_id))
         if not raw:
             return None
-        h = {_text(k): v for k, v in raw.items() if not k.startswith((b"wait.", b"done."))}
+        h = {_text(k): v for k, v in raw.items()}
         ids = _text(h.get("members", b"")).split()
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
@@ -140,7 +140,7 @@ class RedisWorkflows(WorkflowStore):
     async def workflows(self, limit: int) -> list[WorkflowRecord]:
         index = self.prefix + "workflows"
         out: list[WorkflowRecord] = []
-        gone: list[bytes] = []
+        gone: list[Any] = []
         start = 0
         while len(out) < limit:
             ids = await self.redis.zrevrange(index, start, start + limit - 1)
@@ -165,9 +165,7 @@ class RedisWorkflows(WorkflowStore):
                 pipe.hget(f"{self.prefix}job.{job_id}", "codec")
                 pipe.lindex(f"{self.prefix}result.{job_id}", 0)
             replies = await pipe.execute()
-        return [
-            (_text(replies[2 * i] or b"json"), replies[2 * i + 1]) for i in range(len(job_ids))
-        ]
+        return [(_text(replies[2 * i] or b"json"), replies[2 * i + 1]) for i in range(len(job_ids))]
 
     async def wait_workflow(self, workflow_id: str, within: float) -> bool:
         key = f"{self.prefix}ended.{workflow_id}"

@@ -78,9 +78,7 @@ def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], di
     return args, kwargs
 
 
-def decode_call(
-    serializer: Serializer, data: bytes
-) -> tuple[list[Any], dict[str, Any], Any]:
+def decode_call(serializer: Serializer, data: bytes) -> tuple[list[Any], dict[str, Any], Any]:
     """The arguments, and what a workflow's job gets first (its ``input``: None if none)."""
     try:
         value = decode(serializer, data)

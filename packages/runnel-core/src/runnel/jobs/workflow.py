@@ -201,9 +201,7 @@ class Group(Workflow):
 class Chord(Workflow):
     """A group, then a callback that gets the list of the group's results: exactly once."""
 
-    def __init__(
-        self, header: Group, body: Workflow, on_error: JobSignature | None = None
-    ) -> None:
+    def __init__(self, header: Group, body: Workflow, on_error: JobSignature | None = None) -> None:
         self.header = header
         self.body = body
         self.on_error = on_error

@@ -207,7 +207,7 @@ class MemoryWorkflows(WorkflowStore):
         with self.state.lock:
             ids = list(self.state.flows.flows)
         ids.reverse()  # newest first: in the order enqueued
-        out = []
+        out: list[WorkflowRecord] = []
         for flow_id in ids:
             if len(out) >= limit:
                 break
@@ -219,7 +219,7 @@ class MemoryWorkflows(WorkflowStore):
     async def member_results(self, job_ids: Sequence[str]) -> list[tuple[str, bytes | None]]:
         s = self.state
         with s.lock:
-            out = []
+            out: list[tuple[str, bytes | None]] = []
             for job_id in job_ids:
                 job = s.record(job_id)
                 out.append((job.codec if job is not None else "json", s.result(job_id)))
@@ -234,7 +234,9 @@ class MemoryWorkflows(WorkflowStore):
 
         return await self._until(ended, lambda: s.flows.waiters.setdefault(workflow_id, []), within)  # type: ignore[attr-defined]
 
-    async def cancel_workflow(self, workflow_id: str, at: float, results_ttl: float) -> WorkflowStatus:
+    async def cancel_workflow(
+        self, workflow_id: str, at: float, results_ttl: float
+    ) -> WorkflowStatus:
         s = self.state
         with s.lock:
             flow = s.flows.get(workflow_id)

@@ -40,7 +40,9 @@ class WorkflowStore(abc.ABC):
         """Block up to ``within`` seconds until the workflow has ended; whether it has."""
 
     @abc.abstractmethod
-    async def cancel_workflow(self, workflow_id: str, at: float, results_ttl: float) -> WorkflowStatus:
+    async def cancel_workflow(
+        self, workflow_id: str, at: float, results_ttl: float
+    ) -> WorkflowStatus:
         """End a running workflow as CANCELLED: its waiting jobs are cancelled at once
         (the error handler too), then its queued and running ones. Return the status it
         had; an ended one is left as it is."""
