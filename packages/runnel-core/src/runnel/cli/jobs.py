@@ -13,6 +13,7 @@ import orjson
 
 from runnel.admin.dead_letters import NotFound, dead_job_rows, select_dead_jobs
 from runnel.admin.declarations import Declarations
+from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.admin.jobs import (
     describe_job,
     info_report,
@@ -127,18 +128,24 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
 @plugin_option
 def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Everything kept of one job: status, tries, times, progress, arguments, error,
-    result."""
+    result. Given a workflow's id: its status and every job of it."""
     load_plugins(plugins)
     app = load(target, App)
     record = run(app.job_store.job(job_id), app)
     if record is None:
-        raise click.ClickException(f"no job with id {job_id!r} in app {app.name}")
+        flow = run(find_workflow(app, job_id), app)
+        if flow is None:
+            raise click.ClickException(f"no job or workflow with id {job_id!r} in app {app.name}")
+        show_workflow(run(describe_workflow(app, flow), app), as_json)
+        return
     report = describe_job(record)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
         return
     for key in ("id", "name", "status"):
         click.echo(f"{key + ':':<10} {report[key]}")
+    if record.workflow:
+        click.echo(f"{'workflow:':<10} {record.workflow}")
     if record.queue != DEFAULT_QUEUE:
         click.echo(f"{'queue:':<10} {record.queue}")
     click.echo(f"{'tries:':<10} {record.tries} of {record.retries + 1}")
@@ -160,6 +167,26 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
             click.echo(record.error.traceback.rstrip())
     if "result" in report:
         click.echo(f"{'result:':<10} {_json_text(report['result'])}")
+
+
+def show_workflow(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report, indent=2, default=str))
+        return
+    for key in ("workflow", "shape", "status", "created", "finished"):
+        if report[key]:
+            click.echo(f"{key + ':':<10} {report[key]}")
+    failed = report["failed"]
+    if failed is not None:
+        click.echo(f"{'failed:':<10} {failed['name']} {failed['id']}: {failed['error']}")
+    if "result" in report:
+        click.echo(f"{'result:':<10} {_json_text(report['result'])}")
+    members = report["members"]
+    click.echo(f"{'jobs:':<10} {len(members)}")
+    width = max(len(m["name"]) for m in members)
+    for m in members:
+        handler = "  (on_error)" if m["on_error"] else ""
+        click.echo(f"  {m['id']}  {m['name']:<{width}}  {m['status']}{handler}")
 
 
 # runnel jobs cancel
