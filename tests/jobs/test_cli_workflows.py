@@ -78,7 +78,7 @@ def flows(shop: Any) -> tuple[str, str, list[tuple[str, str, str]]]:
                 await handle.get(timeout=30)
             members = await handle.members()
             async with asyncio.timeout(30):
-                while members[-1][2] != "SUCCESS":  # noqa: ASYNC110 (polls the store)
+                while members[-1][2] != "SUCCESS":
                     await asyncio.sleep(0.02)
                     members = await handle.members()
             return ok.id, handle.id, members

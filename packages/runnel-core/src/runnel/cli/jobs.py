@@ -13,7 +13,6 @@ import orjson
 
 from runnel.admin.dead_letters import NotFound, dead_job_rows, select_dead_jobs
 from runnel.admin.declarations import Declarations
-from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.admin.jobs import (
     describe_job,
     info_report,
@@ -22,6 +21,7 @@ from runnel.admin.jobs import (
     periodic_state,
     queue_state,
 )
+from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run, yes_option
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction
