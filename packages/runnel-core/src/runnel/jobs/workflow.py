@@ -37,6 +37,7 @@ from runnel.jobs.workflow_model import (
     WorkflowStatus,
     leaves,
 )
+from runnel.metrics import stats
 from runnel.store.workflows import WorkflowStore
 
 if TYPE_CHECKING:
@@ -116,15 +117,23 @@ class Workflow:
         """Enqueue every job of the workflow in one atomic store call; its handle."""
         flow = self.build()
         app = self._app()
-        await _store(app).enqueue_workflow(flow)
+        if await _store(app).enqueue_workflow(flow):
+            _count(app, flow)
         return WorkflowResult(app, flow.id)
 
     def delay_sync(self) -> SyncWorkflowResult:
         """:meth:`delay` for synchronous code (no event loop needed)."""
         flow = self.build()
         app = self._app()
-        app.portal.call(lambda: _store(app).enqueue_workflow(flow))
+        if app.portal.call(lambda: _store(app).enqueue_workflow(flow)):
+            _count(app, flow)
         return WorkflowResult(app, flow.id).sync()
+
+
+def _count(app: Services, flow: NewWorkflow) -> None:
+    """Every job of the workflow counts as enqueued (the jobs metrics), waiting or not."""
+    for one in flow.jobs:
+        stats.enqueued[app.name, one.job.name, one.job.queue] += 1
 
 
 class JobSignature(Workflow):
