@@ -15,11 +15,11 @@ from runnel.jobs.model import NewJob
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.jobs.result import JobResult, SyncJobResult
 from runnel.jobs.signature import Signature
+from runnel.jobs.workflow import JobSignature
 from runnel.metrics import stats
 
 if TYPE_CHECKING:
     from runnel.jobs.periodic import Cron
-    from runnel.jobs.workflow import JobSignature
     from runnel.services import Services
 
 P = ParamSpec("P")
@@ -103,14 +103,10 @@ class JobFunction(Generic[P, R]):
     def s(self, *args: Any, **kwargs: Any) -> JobSignature:
         """This call as a workflow step (:mod:`runnel.jobs.workflow`); in a chain it gets
         the previous step's result first. Arguments are checked now."""
-        from runnel.jobs.workflow import JobSignature
-
         return JobSignature(self, args, kwargs)
 
     def si(self, *args: Any, **kwargs: Any) -> JobSignature:
         """:meth:`s` that gets nothing from the step before it ("immutable")."""
-        from runnel.jobs.workflow import JobSignature
-
         return JobSignature(self, args, kwargs, immutable=True)
 
     def result(self, job_id: str) -> JobResult[R]:

@@ -18,7 +18,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -41,11 +41,30 @@ from runnel.metrics import stats
 from runnel.store.workflows import WorkflowStore
 
 if TYPE_CHECKING:
-    from runnel.jobs.function import JobFunction
+    from runnel.interfaces import Serializer
     from runnel.services import Services
 
 WAIT_SLICE = 1.0
 """Longest single wait for a workflow's end: between two, it is looked at again."""
+
+
+class JobOf(Protocol):
+    """What a signature needs of the declared job it calls (:class:`JobFunction`)."""
+
+    @property
+    def app(self) -> Services: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def signature(self) -> Signature: ...
+    @property
+    def serializer(self) -> Serializer: ...
+    @property
+    def codec(self) -> str: ...
+    @property
+    def retries(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
 
 
 class _Given:
@@ -145,7 +164,7 @@ class JobSignature(Workflow):
 
     def __init__(
         self,
-        job: JobFunction[Any, Any],
+        job: JobOf,
         args: Sequence[Any],
         kwargs: dict[str, Any],
         *,

@@ -4,10 +4,11 @@ records a job's success, death or cancel, and the store's workflow calls."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runnel.jobs import codec
 from runnel.jobs.model import JobStatus
@@ -18,11 +19,8 @@ from runnel.jobs.workflow_model import (
     WorkflowRecord,
     WorkflowStatus,
 )
-from runnel.memory.job_records import StoredJob, Waiter, ms, seconds
+from runnel.memory.job_records import StoredJob, StoredResult, Waiter, ms, seconds
 from runnel.store.workflows import WorkflowStore
-
-if TYPE_CHECKING:
-    from runnel.memory.jobs import JobQueueState
 
 CANCEL_LINE = "JobCancelled: the job was cancelled"
 
@@ -62,14 +60,30 @@ class FlowBook:
         return flow
 
 
-def _flow_of(s: JobQueueState, job: StoredJob) -> StoredFlow | None:
+class FlowState(Protocol):
+    """What the hooks need of :class:`runnel.memory.jobs.JobQueueState`."""
+
+    lock: threading.Lock
+    jobs: dict[str, StoredJob]
+    results: dict[str, StoredResult]
+    cancels: dict[str, int]
+    flows: FlowBook
+
+    def record(self, job_id: str) -> StoredJob | None: ...
+    def result(self, job_id: str) -> bytes | None: ...
+    def push(self, job_id: str, queue: str) -> None: ...
+    def store_result(self, job_id: str, item: bytes, expires: float | None) -> None: ...
+    def cancel(self, job_id: str, at: int, ttl_ms: int) -> JobStatus: ...
+
+
+def _flow_of(s: FlowState, job: StoredJob) -> StoredFlow | None:
     if job.workflow is None:
         return None
     flow = s.flows.get(job.workflow)
     return flow if flow is not None and flow.status == WorkflowStatus.RUNNING else None
 
 
-def succeeded(s: JobQueueState, job_id: str, at: int, ttl_ms: int) -> None:
+def succeeded(s: FlowState, job_id: str, at: int, ttl_ms: int) -> None:
     """A job's success was recorded: count it once for its workflow and queue each job
     that waited for it alone; the workflow is COMPLETE with its last member."""
     job = s.jobs[job_id]
@@ -92,7 +106,7 @@ def succeeded(s: JobQueueState, job_id: str, at: int, ttl_ms: int) -> None:
         _end(s, job.workflow or "", flow, WorkflowStatus.COMPLETE, at, ttl_ms)
 
 
-def failed(s: JobQueueState, job_id: str, at: int, ttl_ms: int, line: str) -> None:
+def failed(s: FlowState, job_id: str, at: int, ttl_ms: int, line: str) -> None:
     """A job ended DEAD or was cancelled: its workflow fails; the error handler is queued,
     the other waiting jobs are cancelled."""
     job = s.jobs.get(job_id)
@@ -105,7 +119,7 @@ def failed(s: JobQueueState, job_id: str, at: int, ttl_ms: int, line: str) -> No
     _end(s, job.workflow or "", flow, WorkflowStatus.FAILED, at, ttl_ms)
 
 
-def _release(s: JobQueueState, job_id: str) -> None:
+def _release(s: FlowState, job_id: str) -> None:
     job = s.jobs.get(job_id)
     if job is not None and job.status == JobStatus.WAITING:
         job.status = JobStatus.SENT
@@ -113,7 +127,7 @@ def _release(s: JobQueueState, job_id: str) -> None:
 
 
 def _end(
-    s: JobQueueState, flow_id: str, flow: StoredFlow, status: WorkflowStatus, at: int, ttl: int
+    s: FlowState, flow_id: str, flow: StoredFlow, status: WorkflowStatus, at: int, ttl: int
 ) -> None:
     """The workflow ends: its waiting jobs are cancelled; it, and its jobs that ended,
     expire after ``ttl`` (a DEAD one stays, as dead letters do)."""
@@ -140,7 +154,7 @@ def _end(
 class MemoryWorkflows(WorkflowStore):
     """The workflow calls of :class:`runnel.memory.jobs.MemoryJobStore`."""
 
-    state: JobQueueState
+    state: FlowState
 
     async def enqueue_workflow(self, flow: NewWorkflow) -> bool:
         s = self.state

@@ -279,6 +279,8 @@ class JobQueueState:
 class MemoryJobStore(JobStore, flows.MemoryWorkflows):
     """A :class:`JobStore` over a :class:`JobQueueState`, for one event loop."""
 
+    state: JobQueueState
+
     def __init__(self, state: JobQueueState) -> None:
         super().__init__()
         self.state = state
