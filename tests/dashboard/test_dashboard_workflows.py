@@ -46,16 +46,20 @@ async def charge(amount: float) -> float:
 """
 
 
-def rows(driver: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
+SNAPSHOT = """
+return [...document.querySelectorAll("tr.workflow")].map((row) => ({
+  id: row.dataset.id,
+  cells: [...row.children].map((td) => td.textContent),
+  members: [...row.querySelectorAll("tr.member")].map((m) =>
+    [...m.children].map((td) => td.textContent)),
+}));
+"""
+"""The Workflows table read in one go: the page redraws every poll, so elements found
+one by one could belong to two different drawings."""
 
-    return driver.find_elements(By.CSS_SELECTOR, selector)
 
-
-def cells(row: Any) -> list[str]:
-    from selenium.webdriver.common.by import By
-
-    return [td.get_attribute("textContent") for td in row.find_elements(By.XPATH, "./td")]
+def workflows(driver: Any) -> dict[str, dict[str, Any]]:
+    return {w["id"]: {**w, "at": i} for i, w in enumerate(driver.execute_script(SNAPSHOT))}
 
 
 def test_workflows_and_their_jobs_are_listed(
@@ -85,29 +89,38 @@ def test_workflows_and_their_jobs_are_listed(
         try:
             browser.get(dashboard.url)
 
-            def statuses(flow: str) -> list[list[str]]:
-                return [cells(r) for r in rows(browser, f"tr.workflow[data-id='{flow}'] tr.member")]
+            def seen() -> dict[str, dict[str, Any]] | None:
+                shown = workflows(browser)
+                members = [m for w in shown.values() for m in w["members"]]
+                running = [m for m in members if m[2] == "EXECUTING"]
+                return (
+                    shown
+                    if len(running) == 2 and ["DEAD"] == [m[2] for m in members if m[2] == "DEAD"]
+                    else None
+                )
 
-            wait_for(lambda: "EXECUTING" in str(statuses(ok)) and "DEAD" in str(statuses(bad)), 60)
-            first, second = rows(browser, "tr.workflow")
-            assert first.get_attribute("data-id") == ok  # most recent first
-            assert cells(first)[:3] == [ok, "chord(group(resize x 2), bundle)", "RUNNING"]
-            assert [(name, status) for _, name, status in statuses(ok)] == [
+            shown = wait_for(seen, 60)
+            first, second = shown[ok], shown[bad]
+            assert (first["at"], second["at"]) == (0, 1)  # most recent first
+            assert first["cells"][1:3] == ["chord(group(resize x 2), bundle)", "RUNNING"]
+            assert [(name, status) for _, name, status in first["members"]] == [
                 ("resize", "EXECUTING"),
                 ("resize", "EXECUTING"),
                 ("bundle", "WAITING"),
             ]
-            flow_id, shape, status = cells(second)[:3]
-            assert (flow_id, shape) == (bad, "chain(charge, bundle)")
+            shape, status = second["cells"][1:3]
+            assert shape == "chain(charge, bundle)"
             assert status.startswith("FAILED") and "ValueError: cannot charge -5.0" in status
-            assert [(name, s) for _, name, s in statuses(bad)] == [
+            assert [(name, s) for _, name, s in second["members"]] == [
                 ("charge", "DEAD"),
                 ("bundle", "CANCELLED"),
             ]
 
             (tmp_path / "gate").touch()
-            wait_for(lambda: "COMPLETE" in cells(rows(browser, "tr.workflow")[0])[2], 60)
-            assert {s for _, _, s in statuses(ok)} == {"SUCCESS"}
+            done = wait_for(
+                lambda: (w := workflows(browser))[ok]["cells"][2] == "COMPLETE" and w, 60
+            )
+            assert {s for _, _, s in done[ok]["members"]} == {"SUCCESS"}
         finally:
             dashboard.close()
         assert worker.stop() == 0
