@@ -3,6 +3,7 @@
 from runnel.app import App
 from runnel.exceptions import Misconfigured, RunnelError
 from runnel.interfaces import Compressor, Middleware, Serializer
+from runnel.jobs.workflow import chain, chord, group
 from runnel.processing.events import Events
 from runnel.record import Record
 from runnel.stream import Stream
@@ -29,4 +30,7 @@ __all__ = [
     "WindowClosed",
     "Worker",
     "__version__",
+    "chain",
+    "chord",
+    "group",
 ]

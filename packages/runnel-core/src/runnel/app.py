@@ -38,6 +38,7 @@ from runnel.tables import Table, TableBase
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
+    from runnel.jobs.workflow import JobSignature, WorkflowResult
     from runnel.processing.events import Events
     from runnel.store.jobs import JobStore
 
@@ -467,6 +468,23 @@ class App:
     def job_result(self, job_id: str) -> JobResult[Any]:
         """The handle of any job of this app, by id (its result is not typed)."""
         return JobResult(self, job_id)
+
+    def signature(self, name: str, *args: Any, **kwargs: Any) -> JobSignature:
+        """A workflow step by the job's declared name: ``app.signature("resize", 7)`` is
+        ``resize.s(7)``. Raises :class:`runnel.jobs.InvalidWorkflow` for an undeclared job."""
+        from runnel.jobs.workflow_model import InvalidWorkflow
+
+        job = self.jobs.get(name)
+        if job is None:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            raise InvalidWorkflow(f"no job named {name!r} in app {self.name!r} (known: {known})")
+        return job.s(*args, **kwargs)
+
+    def workflow_result(self, workflow_id: str) -> WorkflowResult:
+        """The handle of a workflow of this app, by id (``chain(...).delay()`` gave it)."""
+        from runnel.jobs.workflow import WorkflowResult
+
+        return WorkflowResult(self, workflow_id)
 
     def task(self, func: F | None = None, *, on_leader: bool = False) -> Any:
         """Run ``func`` once when a worker starts (only on the leader if ``on_leader``)."""

@@ -11,12 +11,17 @@ from runnel.admin.dead_letters import oldest_dead_jobs
 from runnel.admin.jobs import jobs_report, progress_report, running_jobs
 from runnel.admin.status import schedule_report, status_report, stream_length
 from runnel.admin.tables import tables_report
+from runnel.admin.workflows import recent_workflows, tally
 from runnel.app import App
 
 DEAD_SHOWN = 200
 """The page lists at most this many dead letters (the oldest); the count says how many."""
 RUNNING_SHOWN = 50
 """The page lists at most this many running jobs, with their progress."""
+WORKFLOWS_SHOWN = 20
+"""The page lists at most this many workflows (the most recent), each with at most
+``MEMBERS_SHOWN`` of its jobs."""
+MEMBERS_SHOWN = 50
 
 
 def hide_password(url: str) -> str:
@@ -60,6 +65,25 @@ async def snapshot(app: App) -> dict[str, Any]:
                     "progress": progress_report(r),
                 }
             )
+    workflows = []
+    for w in await recent_workflows(app, WORKFLOWS_SHOWN) if app.jobs else []:
+        workflows.append(
+            {
+                "id": w.id,
+                "shape": w.shape,
+                "status": str(w.status),
+                "created": iso(w.created),
+                "finished": iso(w.finished),
+                "jobs": len(w.members),
+                "tally": tally(w),
+                "failed": w.failed,
+                "error": w.error,
+                "members": [
+                    {"id": m.id, "name": m.name, "status": str(m.status)}
+                    for m in w.members[:MEMBERS_SHOWN]
+                ],
+            }
+        )
     return {
         "app": app.name,
         "url": hide_password(app.settings.redis_url),
@@ -68,6 +92,7 @@ async def snapshot(app: App) -> dict[str, Any]:
         "jobs": queue,
         "running": running,
         "dead": dead,
+        "workflows": workflows,
         "schedule": schedule_report(app),
         "tables": await tables_report(app),
     }

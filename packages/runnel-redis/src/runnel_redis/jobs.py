@@ -49,6 +49,7 @@ from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
 from runnel_redis.job_limits import RedisJobLimits
 from runnel_redis.job_replies import counts_of, deliveries, read_entries
+from runnel_redis.job_workflows import RedisWorkflows
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.replicas import check_replicated
 from runnel_redis.seam import guarded
@@ -67,7 +68,7 @@ def _text(value: Any) -> str:
 
 
 @guarded
-class RedisJobStore(RedisJobLimits, JobStore):
+class RedisJobStore(RedisJobLimits, JobStore, RedisWorkflows):
     wait_replicas = 0
     """Replicas that must hold an enqueue before it returns (the ``wait_replicas`` setting)."""
     wait_timeout_ms = 1000
@@ -412,6 +413,7 @@ class RedisJobStore(RedisJobLimits, JobStore):
             progress=codec.progress_from_json(h.get("progress")),
             queue=_text(h.get("queue") or DEFAULT_QUEUE),
             waiting=_text(h["waiting"]) if h.get("waiting") else None,
+            workflow=_text(h["wf"]) if h.get("wf") else None,
         )
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:

@@ -145,6 +145,7 @@ def describe_job(record: JobRecord) -> dict[str, Any]:
         "started": iso(record.started),
         "finished": iso(record.finished),
         "executor": record.executor,
+        "workflow": record.workflow,
         "codec": record.codec,
         "args": None,
         "kwargs": None,

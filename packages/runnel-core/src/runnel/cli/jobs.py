@@ -21,6 +21,7 @@ from runnel.admin.jobs import (
     periodic_state,
     queue_state,
 )
+from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run, yes_option
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction, new_job_id
@@ -128,18 +129,24 @@ def info(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
 @plugin_option
 def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Everything kept of one job: status, tries, times, progress, arguments, error,
-    result."""
+    result. Given a workflow's id: its status and every job of it."""
     load_plugins(plugins)
     app = load(target, App)
     record = run(app.job_store.job(job_id), app)
     if record is None:
-        raise click.ClickException(f"no job with id {job_id!r} in app {app.name}")
+        flow = run(find_workflow(app, job_id), app)
+        if flow is None:
+            raise click.ClickException(f"no job or workflow with id {job_id!r} in app {app.name}")
+        show_workflow(run(describe_workflow(app, flow), app), as_json)
+        return
     report = describe_job(record)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
         return
     for key in ("id", "name", "status"):
         click.echo(f"{key + ':':<10} {report[key]}")
+    if record.workflow:
+        click.echo(f"{'workflow:':<10} {record.workflow}")
     if record.queue != DEFAULT_QUEUE:
         click.echo(f"{'queue:':<10} {record.queue}")
     click.echo(f"{'tries:':<10} {record.tries} of {record.retries + 1}")
@@ -174,6 +181,26 @@ def _waiting(app: App, name: str, limit: str) -> str:
         value = limits.rate.text if limit == "rate" and limits.rate else limits.concurrency
     said = f"{limit}_limit" + (f" {value}" if value is not None else "")
     return f"put off by its {said}; starts again when due"
+
+
+def show_workflow(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report, indent=2, default=str))
+        return
+    for key in ("workflow", "shape", "status", "created", "finished"):
+        if report[key]:
+            click.echo(f"{key + ':':<10} {report[key]}")
+    failed = report["failed"]
+    if failed is not None:
+        click.echo(f"{'failed:':<10} {failed['name']} {failed['id']}: {failed['error']}")
+    if "result" in report:
+        click.echo(f"{'result:':<10} {_json_text(report['result'])}")
+    members = report["members"]
+    click.echo(f"{'jobs:':<10} {len(members)}")
+    width = max(len(m["name"]) for m in members)
+    for m in members:
+        handler = "  (on_error)" if m["on_error"] else ""
+        click.echo(f"  {m['id']}  {m['name']:<{width}}  {m['status']}{handler}")
 
 
 # runnel jobs cancel

@@ -9,6 +9,9 @@ async def resize(image_id: int, width: int = 100) -> str:
 
 result = await resize.delay(7, width=200)    # or resize.delay_sync(7) without a loop
 await result.get(timeout=10)                 # or: await result.cancel()
+
+wf = chord(group(resize.s(i) for i in range(10)), report.s())   # workflows
+await (await wf.delay()).get(timeout=30)
 ```
 """
 
@@ -34,12 +37,36 @@ from runnel.jobs.model import (
     Timeout,
 )
 from runnel.jobs.result import JobResult, SyncJobResult
+from runnel.jobs.workflow import (
+    Chain,
+    Chord,
+    Group,
+    JobSignature,
+    SyncWorkflowResult,
+    Workflow,
+    WorkflowResult,
+    chain,
+    chord,
+    group,
+)
+from runnel.jobs.workflow_model import (
+    InvalidWorkflow,
+    WorkflowCancelled,
+    WorkflowFailed,
+    WorkflowMember,
+    WorkflowRecord,
+    WorkflowStatus,
+)
 
 __all__ = [
     "AsyncJob",
+    "Chain",
+    "Chord",
     "Clock",
     "ErrorInfo",
+    "Group",
     "InvalidArguments",
+    "InvalidWorkflow",
     "JobCancelled",
     "JobContext",
     "JobError",
@@ -48,15 +75,27 @@ __all__ = [
     "JobNotFound",
     "JobRecord",
     "JobResult",
+    "JobSignature",
     "JobStatus",
     "ManualClock",
     "Progress",
     "ResultsDisabled",
     "SyncJob",
     "SyncJobResult",
+    "SyncWorkflowResult",
     "SystemClock",
     "Timeout",
+    "Workflow",
+    "WorkflowCancelled",
+    "WorkflowFailed",
+    "WorkflowMember",
+    "WorkflowRecord",
+    "WorkflowResult",
+    "WorkflowStatus",
+    "chain",
+    "chord",
     "current_job",
+    "group",
     "report_progress",
     "report_progress_sync",
 ]

@@ -82,14 +82,15 @@ def encode_arguments(
 
 
 def decode_arguments(serializer: Serializer, data: bytes) -> tuple[list[Any], dict[str, Any]]:
-    args, kwargs, _ = decode_call(serializer, data)
+    args, kwargs, _, _ = decode_call(serializer, data)
     return args, kwargs
 
 
 def decode_call(
     serializer: Serializer, data: bytes
-) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
-    """The stored arguments and the headers plugins stored with them (usually none)."""
+) -> tuple[list[Any], dict[str, Any], dict[str, str], Any]:
+    """The stored arguments, the headers plugins stored with them (usually none), and what
+    a workflow's job gets first (its ``input``: None if none)."""
     try:
         value = decode(serializer, data)
     except Exception as exc:  # the serializer or stored data
@@ -100,7 +101,8 @@ def decode_call(
     if not isinstance(kwargs, dict):
         raise DecodeError("the job's keyword arguments are not an object")
     headers = value.get("headers")
-    return value.get("args", []), kwargs, headers if isinstance(headers, dict) else {}
+    headers = headers if isinstance(headers, dict) else {}
+    return value.get("args", []), kwargs, headers, value.get("input")
 
 
 def result_item(serializer: Serializer, value: Any) -> bytes:

@@ -47,6 +47,7 @@ from runnel.jobs.control import JobControls
 from runnel.jobs.finisher import Finisher
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
 from runnel.jobs.queues import DEFAULT_QUEUE, Picker, QueueSelection
+from runnel.jobs.workflow import prior_inputs
 from runnel.metrics.stats import JobsStats
 from runnel.plugins.instruments import finish, instruments
 from runnel.runtime.retry import (
@@ -342,7 +343,14 @@ class JobExecutor:
         try:
             # The codec the job was stored with: an enqueuing app may declare another.
             serializer = job.serializer if d.codec == job.codec else codec.serializer_named(d.codec)
-            decoded, kwargs, headers = codec.decode_call(serializer, d.payload)
+            decoded, kwargs, headers, wanted = codec.decode_call(serializer, d.payload)
+            if wanted is not None:  # a workflow's job: its predecessors' results first
+                try:
+                    decoded = [*await prior_inputs(self.store, wanted), *decoded]
+                except DecodeError:
+                    raise
+                except Exception as exc:  # the store: try again later
+                    return self._failure(job, d, _error_info(exc))
             args: tuple[Any, ...] | list[Any] = decoded
             if job.signature.trivial:
                 job.signature.check(decoded, kwargs)

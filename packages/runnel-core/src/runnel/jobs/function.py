@@ -16,6 +16,7 @@ from runnel.jobs.model import NewJob
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.jobs.result import JobResult, SyncJobResult
 from runnel.jobs.signature import Signature
+from runnel.jobs.workflow import JobSignature
 from runnel.metrics import stats
 from runnel.plugins.instruments import finish, instruments
 
@@ -133,6 +134,15 @@ class JobFunction(Generic[P, R]):
         if enqueued:
             stats.enqueued[self.app.name, self.name, self.queue] += 1
         return JobResult(self.app, new.id, self, enqueued).sync()
+
+    def s(self, *args: Any, **kwargs: Any) -> JobSignature:
+        """This call as a workflow step (:mod:`runnel.jobs.workflow`); in a chain it gets
+        the previous step's result first. Arguments are checked now."""
+        return JobSignature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> JobSignature:
+        """:meth:`s` that gets nothing from the step before it ("immutable")."""
+        return JobSignature(self, args, kwargs, immutable=True)
 
     def result(self, job_id: str) -> JobResult[R]:
         """The handle of a job of this function enqueued earlier (by id)."""

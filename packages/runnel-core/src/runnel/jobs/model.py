@@ -10,6 +10,9 @@ A job's life (the fennel design)::
                                     raises, no tries left: DEAD (in the dead letters)
 
     SENT, RETRY or EXECUTING --cancel()--> CANCELLED
+
+    A workflow's job that waits for others (runnel.jobs.workflow_model):
+    WAITING --its predecessors succeeded--> SENT;  WAITING --the workflow failed--> CANCELLED
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from runnel.jobs.queues import DEFAULT_QUEUE
 class JobStatus(enum.StrEnum):
     UNKNOWN = "UNKNOWN"
     """No such job: never enqueued, or finished and expired (``results_ttl``)."""
+    WAITING = "WAITING"
+    """A workflow's job waiting for its predecessors to succeed: in no queue yet."""
     SENT = "SENT"
     """Enqueued (now or for later), not started yet."""
     EXECUTING = "EXECUTING"
@@ -219,6 +224,8 @@ class JobRecord:
     queue: str = DEFAULT_QUEUE
     waiting: str | None = None
     """Why its last start was put off (``"rate"`` or ``"concurrency"``), until admitted."""
+    workflow: str | None = None
+    """The id of the workflow it belongs to, if any."""
 
 
 @dataclass(frozen=True, slots=True)

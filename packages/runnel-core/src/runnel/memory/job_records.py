@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 
 from runnel.jobs import codec
-from runnel.jobs.model import ErrorInfo, JobStatus, Progress, QueueCounts
+from runnel.jobs.model import ErrorInfo, JobRecord, JobStatus, Progress, QueueCounts
 from runnel.jobs.queues import DEFAULT_QUEUE
 
 
@@ -45,6 +45,34 @@ class StoredJob:
     progress: Progress | None = None
     waiting: str | None = None
     """Why its last start was put off (``"rate"``, ``"concurrency"``), until admitted."""
+    workflow: str | None = None
+    """The workflow it belongs to, if any (:mod:`runnel.memory.job_workflows`)."""
+    then: tuple[str, ...] = ()
+    """The jobs of its workflow waiting for it."""
+
+    def shown(self, job_id: str, result: bytes | None) -> JobRecord:
+        """The record as the store interface returns it (times in seconds)."""
+        return JobRecord(
+            id=job_id,
+            name=self.name,
+            status=self.status,
+            payload=self.payload,
+            codec=self.codec,
+            tries=self.tries,
+            retries=self.retries,
+            results=self.results,
+            created=self.created / 1000,
+            due=seconds(self.due),
+            started=seconds(self.started),
+            finished=seconds(self.finished),
+            executor=self.executor,
+            error=stored_error(self.error),
+            result=result,
+            progress=self.progress,
+            queue=self.queue,
+            waiting=self.waiting,
+            workflow=self.workflow,
+        )
 
 
 @dataclass(slots=True)

@@ -41,6 +41,7 @@ from runnel.jobs.model import (
 )
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 from runnel.memory import job_limits
+from runnel.memory import job_workflows as flows
 from runnel.memory.job_records import (
     Letter,
     StoredJob,
@@ -50,7 +51,6 @@ from runnel.memory.job_records import (
     letter_line,
     ms,
     seconds,
-    stored_error,
 )
 from runnel.store.jobs import JobStore
 
@@ -94,6 +94,7 @@ class JobQueueState:
     takers: list[Waiter] = field(default_factory=list, repr=False)
     result_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
     notice_waiters: dict[str, list[Waiter]] = field(default_factory=dict, repr=False)
+    flows: flows.FlowBook = field(default_factory=flows.FlowBook)
     _tickets: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
 
     # Helpers; each is called with the lock held.
@@ -234,6 +235,7 @@ class JobQueueState:
         self.cancels[job_id] = at + ttl_ms
         if job.results:
             self.store_result(job_id, codec.CANCELLED, job.expires)
+        flows.failed(self, job_id, at, ttl_ms, flows.CANCEL_LINE)
         return before
 
     def finish_one(self, o: Outcome, ttl_ms: int) -> bool:
@@ -255,6 +257,7 @@ class JobQueueState:
                 self.store_result(o.id, o.result, expires)
                 self.kept[o.id] = at + ttl_ms
             job.expires = expires
+            flows.succeeded(self, o.id, at, ttl_ms)
         elif o.kind == "retry":
             assert o.due is not None
             job.status = JobStatus.RETRY
@@ -270,6 +273,7 @@ class JobQueueState:
             self.dead[self.ticket()] = Letter(o.id, job.name, line, at, job.queue)
             if o.result is not None:
                 self.store_result(o.id, o.result, None)
+            flows.failed(self, o.id, at, ttl_ms, line)
         else:
             if o.uncount:
                 job.tries -= 1
@@ -280,8 +284,10 @@ class JobQueueState:
         return True
 
 
-class MemoryJobStore(JobStore):
+class MemoryJobStore(JobStore, flows.MemoryWorkflows):
     """A :class:`JobStore` over a :class:`JobQueueState`, for one event loop."""
+
+    state: JobQueueState
 
     def __init__(self, state: JobQueueState) -> None:
         super().__init__()
@@ -501,28 +507,7 @@ class MemoryJobStore(JobStore):
         with s.lock:
             job = s.record(job_id)
             result = s.result(job_id)
-        if job is None:
-            return None
-        return JobRecord(
-            id=job_id,
-            name=job.name,
-            status=job.status,
-            payload=job.payload,
-            codec=job.codec,
-            tries=job.tries,
-            retries=job.retries,
-            results=job.results,
-            created=seconds(job.created),
-            due=seconds(job.due),
-            started=seconds(job.started),
-            finished=seconds(job.finished),
-            executor=job.executor,
-            error=stored_error(job.error),
-            result=result,
-            progress=job.progress,
-            queue=job.queue,
-            waiting=job.waiting,
-        )
+        return None if job is None else job.shown(job_id, result)
 
     async def wait_result(self, job_id: str, within: float) -> bytes | None:
         s = self.state

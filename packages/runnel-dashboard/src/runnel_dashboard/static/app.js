@@ -368,6 +368,47 @@ function drawJobs(state) {
     schedule,
     el("h3", {}, "Dead letters", el("span", { class: "sub" }, more)),
     dead,
+    el("h3", {}, "Workflows", el("span", { class: "sub" }, " most recent first")),
+    drawWorkflows(state),
+  );
+}
+
+function drawWorkflows(state) {
+  const flows = state.workflows || [];
+  if (!flows.length) return el("p", { class: "empty" }, "no workflows");
+  return table(
+    [["workflow id"], ["shape"], ["status"], ["created"], ["jobs"]],
+    flows.map((w) =>
+      el(
+        "tr",
+        { class: "workflow", "data-id": w.id },
+        el("td", { class: "mono" }, w.id),
+        el("td", { class: "mono" }, w.shape),
+        el("td", {}, stateBadge(w.status), w.failed ? el("div", { class: "error" }, `${w.failed}: ${w.error}`) : null),
+        el("td", {}, ago(w.created, state.now)),
+        el(
+          "td",
+          {},
+          el(
+            "details",
+            {},
+            el("summary", {}, `${w.jobs}: ${w.tally}`),
+            table(
+              [["job id"], ["name"], ["status"]],
+              w.members.map((m) =>
+                el(
+                  "tr",
+                  { class: "member", "data-id": m.id },
+                  el("td", { class: "mono" }, m.id),
+                  el("td", {}, m.name),
+                  el("td", {}, stateBadge(m.status)),
+                ),
+              ),
+            ),
+          ),
+        ),
+      ),
+    ),
   );
 }
 

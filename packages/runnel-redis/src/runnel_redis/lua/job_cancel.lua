@@ -8,6 +8,7 @@
 -- KEYS[1] default queue stream, KEYS[2] default schedule, KEYS[3] cancelled index,
 -- KEYS[4] the job's hash.
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] job id, ARGV[4] now (ms), ARGV[5] ttl (ms).
+-- A workflow's job fails its workflow (job_workflow.lua, in front of this one).
 -- Returns the status the job had ('UNKNOWN' if there is none).
 local h = redis.call('HMGET', KEYS[4], 'status', 'entry', 'executor', 'results', 'queue',
   'name')
@@ -43,4 +44,5 @@ if h[4] == '1' then
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], tonumber(now) + ttl, id)
+wf_fail(prefix, id, now, ttl, 'JobCancelled: the job was cancelled')
 return status

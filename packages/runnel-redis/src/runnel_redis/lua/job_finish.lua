@@ -16,6 +16,7 @@
 --   d(ead):    a = result item telling the failure ('' keeps none), b = error (JSON)
 --   q(ueue):   back to the queue as it was (a new entry); a = '1' takes back the counted try
 -- A delivery that is no longer pending (taken back, or finished already) is refused.
+-- A workflow's job also updates its workflow (job_workflow.lua, in front of this one).
 -- Returns the job ids refused.
 local refused = {}
 if ARGV[5] ~= '' and redis.call('EXISTS', ARGV[5]) == 1 then
@@ -61,6 +62,7 @@ for i = 6, #ARGV, 6 do
           kept[#kept + 1] = id
         end
         redis.call('PEXPIRE', key, ttl)
+        wf_success(prefix, id, at, ttl)
       elseif kind == 'r' then
         redis.call('HSET', key, 'status', 'RETRY', 'finished', at, 'error', b, 'due', a)
         redis.call('ZADD', schedule, a, id)
@@ -76,6 +78,7 @@ for i = 6, #ARGV, 6 do
           redis.call('DEL', rkey)
           redis.call('RPUSH', rkey, a)
         end
+        wf_fail(prefix, id, at, ttl, line)
       else
         if a == '1' then
           local tries = redis.call('HINCRBY', key, 'tries', -1)
