@@ -55,10 +55,10 @@ def worker_command(name: str, python: str, concurrency: int) -> list[str]:
 
 def one(url: str, name: str, python: str, concurrency: int) -> dict[str, Any]:
     """One timed workflow on a fresh worker process; its seconds."""
-    from benchmarks.jobs import flush, result
+    from benchmarks.jobs import flush, result, side_env
 
     flush(url)
-    env = {**os.environ, "BENCH_URL": url, "RUNNEL_LOG_LEVEL": "warning"}
+    env = {**side_env(), "BENCH_URL": url, "RUNNEL_LOG_LEVEL": "warning"}
     env["PYTHONPATH"] = str(ROOT if name == "runnel" else ROOT / "benchmarks")
     log = tempfile.TemporaryFile("w+")  # shown only if the round fails
     worker = subprocess.Popen(
@@ -73,6 +73,7 @@ def one(url: str, name: str, python: str, concurrency: int) -> dict[str, Any]:
         client = subprocess.Popen(
             [python, str(SIDE), name, "client", "--url", url, "--jobs", str(WORKFLOW_JOBS)],
             cwd=ROOT,
+            env=env,
             stdout=subprocess.PIPE,
             text=True,
         )

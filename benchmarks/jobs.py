@@ -74,10 +74,27 @@ def python_for(side: str) -> str:
     return str(python)
 
 
+def side_env() -> dict[str, str]:
+    """The sides' environment, with Python's default bytecode caching: pip compiled the
+    peers' modules when it installed them, and a Runnel installed from the index is
+    compiled too, so none may pay for compiling its modules on every start (the
+    checkout's editable install is not compiled, and PYTHONDONTWRITEBYTECODE may be set)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def compile_runnel() -> None:
+    """Import, once, what a jobs worker and a client import, writing their bytecode."""
+    warm = "import runnel.runtime.worker, runnel_redis.transport, runnel.plugins.manager as m"
+    subprocess.run([sys.executable, "-c", f"{warm}; m.registry()"], env=side_env(), check=True)
+
+
 def side(name: str, action: str, url: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [python_for(name), str(SIDE), name, action, "--url", url, *extra],
         cwd=ROOT,
+        env=side_env(),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -138,6 +155,7 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
     sides = ["runnel", "arq", "saq"]
     for name in sides:
         python_for(name)
+    compile_runnel()
     print(
         f"jobs: {jobs:,} no-op async jobs, enqueued {CONCURRENCY} at a time, then run by one "
         f"worker process of concurrency {CONCURRENCY} (results kept); best of {rounds}",
