@@ -41,7 +41,7 @@ def _imported(settings: str = "") -> set[str]:
     return set(json.loads(out.stdout))
 
 
-@pytest.mark.parametrize("module", ["prometheus_client"])
+@pytest.mark.parametrize("module", ["prometheus_client", "croniter"])
 def test_a_jobs_worker_without_their_feature_does_not_import(module):
     assert module not in _imported()
 
@@ -49,3 +49,15 @@ def test_a_jobs_worker_without_their_feature_does_not_import(module):
 def test_a_worker_with_metrics_still_imports_prometheus_client():
     # Constructing the worker builds its metrics (nothing is served before it runs).
     assert "prometheus_client" in _imported("metrics_port=9100")
+
+
+def test_an_app_with_a_cron_job_still_checks_its_schedule():
+    # croniter is imported when a schedule is read: a bad one still fails at declaration.
+    from runnel import App, Misconfigured
+
+    app = App(name="crons", redis_url="redis://127.0.0.1:1/0")
+    with pytest.raises(Misconfigured, match="invalid cron expression"):
+
+        @app.job(cron="not a cron")
+        async def tick() -> None:
+            return None
