@@ -13,7 +13,7 @@ worker's start-up is not counted. Then the worker is killed.
   ``celery -A chord_side:celery_app worker --pool threads --concurrency 50``. No-op jobs
   wait on nothing but Redis, so a user would pick a pool of threads or greenlets, not 50
   forked processes on two cores; threads were the faster here (gevent, 50 greenlets:
-  16 to 27 s a workflow against 6 to 9 s, load average 8, 2026-11-26).
+  16.5 to 26.9 s a workflow against 6.1 to 9.5 s, load average 8.5, 2026-11-26).
 
 Until Runnel has workflows (``from runnel import chord, group``) its rounds are skipped
 and the row says so.
