@@ -41,7 +41,7 @@ def _imported(settings: str = "") -> set[str]:
     return set(json.loads(out.stdout))
 
 
-@pytest.mark.parametrize("module", ["prometheus_client", "croniter"])
+@pytest.mark.parametrize("module", ["prometheus_client", "croniter", "fastavro"])
 def test_a_jobs_worker_without_their_feature_does_not_import(module):
     assert module not in _imported()
 
@@ -49,6 +49,14 @@ def test_a_jobs_worker_without_their_feature_does_not_import(module):
 def test_a_worker_with_metrics_still_imports_prometheus_client():
     # Constructing the worker builds its metrics (nothing is served before it runs).
     assert "prometheus_client" in _imported("metrics_port=9100")
+
+
+def test_the_avro_serializer_still_resolves_by_name():
+    from runnel.codecs.resolve import resolve_serializer
+    from runnel_avro import AvroSerializer
+
+    assert isinstance(resolve_serializer("avro"), AvroSerializer)
+    assert isinstance(resolve_serializer("avro+gzip"), AvroSerializer)
 
 
 def test_an_app_with_a_cron_job_still_checks_its_schedule():
