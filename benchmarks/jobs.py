@@ -1,12 +1,17 @@
-"""The job queue against arq and saq: enqueue rate, execution rate, latency; and
-``runnel worker --processes 2`` against one process, for jobs and for a stream drain.
+"""The job queue against arq and saq: enqueue rate, execution rate (from the first job
+run, and from the worker process's launch), latency; a workflow (group and chord)
+against Celery (benchmarks/chord.py); and ``runnel worker --processes 2`` against one
+process, for jobs and for a stream drain.
 
 ``python -m benchmarks jobs [--events N] [--rounds R]``
 
 Every side runs in fresh processes of its own (benchmarks/jobs_side.py) against the same
 private redis-server, emptied between runs: no-op ``async`` jobs, one worker process,
-concurrency 50, results kept. arq and saq run from virtual environments made on first
-use under ``.bench/venvs/`` (pinned versions below; arq needs redis-py < 6). Rounds
+concurrency 50, results kept. The execution rate is timed by the job function, from the
+first job run to the last; "from the worker's start" counts from the worker process's
+launch instead (interpreter, imports, connecting, then the whole backlog). arq, saq and
+Celery run from virtual environments made on first use under ``.bench/venvs/`` (pinned
+versions below; arq needs redis-py < 6). Rounds
 alternate the sides, so a slow spell of the machine hits all alike; the best of each is
 compared.
 """
@@ -24,13 +29,15 @@ from typing import Any
 import orjson
 import redis
 
-from benchmarks import harness
+from benchmarks import chord, harness
 from benchmarks.common import APP, ROOT, Row, rate, spread, stream_keys
 
 PEERS = {
     "arq": ["arq==0.28.0"],
     # saq 0.26.4 imports typing_extensions without declaring it.
     "saq": ["saq[redis,hiredis]==0.26.4", "typing_extensions"],
+    # Only for the workflow row (benchmarks/chord.py).
+    "celery": ["celery[redis]==5.7.0"],
 }
 SIDE = ROOT / "benchmarks" / "jobs_side.py"
 VENVS = ROOT / ".bench" / "venvs"
@@ -67,10 +74,27 @@ def python_for(side: str) -> str:
     return str(python)
 
 
+def side_env() -> dict[str, str]:
+    """The sides' environment, with Python's default bytecode caching: pip compiled the
+    peers' modules when it installed them, and a Runnel installed from the index is
+    compiled too, so none may pay for compiling its modules on every start (the
+    checkout's editable install is not compiled, and PYTHONDONTWRITEBYTECODE may be set)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def compile_runnel() -> None:
+    """Import, once, what a jobs worker and a client import, writing their bytecode."""
+    warm = "import runnel.runtime.worker, runnel_redis.transport, runnel.plugins.manager as m"
+    subprocess.run([sys.executable, "-c", f"{warm}; m.registry()"], env=side_env(), check=True)
+
+
 def side(name: str, action: str, url: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [python_for(name), str(SIDE), name, action, "--url", url, *extra],
         cwd=ROOT,
+        env=side_env(),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -97,9 +121,19 @@ def enqueue_and_work(url: str, name: str, jobs: int) -> dict[str, Any]:
     n = ["--jobs", str(jobs), "--concurrency", str(CONCURRENCY)]
     enqueued = result(side(name, "enqueue", url, *n))
     cpu = harness.RedisCpu(url)
+    launched = time.monotonic()  # the same clock as the side's (CLOCK_MONOTONIC)
     worked = result(side(name, "work", url, *n))
     worked["redis_cpu"] = cpu.share()
-    return {"enqueue": enqueued["rate"], "work": worked["rate"], "cpu": worked["cpu"], **worked}
+    worked["startup"] = worked["first"] - launched
+    # From the worker's start: process launch (interpreter, imports, connecting) to the
+    # last job done.
+    from_start = worked["jobs"] / (worked["last"] - launched)
+    return {
+        **worked,
+        "enqueue": enqueued["rate"],
+        "work": worked["rate"],
+        "from_start": from_start,
+    }
 
 
 def latency(url: str, name: str) -> dict[str, Any]:
@@ -121,6 +155,7 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
     sides = ["runnel", "arq", "saq"]
     for name in sides:
         python_for(name)
+    compile_runnel()
     print(
         f"jobs: {jobs:,} no-op async jobs, enqueued {CONCURRENCY} at a time, then run by one "
         f"worker process of concurrency {CONCURRENCY} (results kept); best of {rounds}",
@@ -134,13 +169,16 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
             print(
                 f"  round {n + 1} {name}: enqueue {r['enqueue'] / 1000:,.2f}k/s, "
                 f"execute {r['work'] / 1000:,.2f}k/s (worker CPU {r['cpu']:.0%}, "
-                f"redis-server {r['redis_cpu']:.0%})",
+                f"redis-server {r['redis_cpu']:.0%}), from the worker's start "
+                f"{r['from_start'] / 1000:,.2f}k/s (first job {r['startup'] * 1000:,.0f} ms "
+                "after launch)",
                 flush=True,
             )
     rows = []
     for what, label in (
         ("enqueue", f"jobs enqueued, {CONCURRENCY} at a time"),
         ("work", "jobs executed, concurrency 50"),
+        ("from_start", "jobs executed from the worker's start"),
     ):
         best = {name: max(r[what] for r in got[name]) for name in sides}
         spreads = {name: spread([r[what] for r in got[name]]) for name in sides}
@@ -184,6 +222,7 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
             f"{lat['saq']['p99_ms']:.2f} ms",
         )
     )
+    rows += chord.run(url, rounds, CONCURRENCY, TARGET)
     flush(url)
     from benchmarks import jobs_baseline  # imports this module
 

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from croniter import CroniterError, croniter
-
 from runnel.exceptions import TransportError
 from runnel.metrics import stats
 from runnel.runtime.retry import outage, reraise_if_cancelled
 from runnel.settings import zone_of
+
+# croniter is imported where a schedule is read: only an app with cron jobs needs it, and
+# importing it (and dateutil) is a noticeable part of a worker's start.
 
 if TYPE_CHECKING:
     from runnel.jobs.clock import Clock
@@ -81,6 +82,8 @@ class Cron:
         chosen = "run_once" if missed is None else missed
         if chosen not in MISSED:
             raise ValueError(f"missed must be 'run_once' or 'skip', not {missed!r}")
+        from croniter import CroniterError, croniter
+
         try:
             croniter(spec, datetime.now(zone))
         except (CroniterError, ValueError, KeyError, TypeError) as exc:
@@ -99,6 +102,8 @@ class Cron:
 
     def after(self, t: float) -> float | None:
         """The first tick strictly after ``t`` (seconds since the epoch); None if none."""
+        from croniter import CroniterError, croniter
+
         try:
             return float(croniter(self.spec, self._moment(t)).get_next(datetime).timestamp())
         except (CroniterError, OverflowError, ValueError):
@@ -106,6 +111,8 @@ class Cron:
 
     def before(self, t: float) -> float | None:
         """The last tick strictly before ``t``; None if none."""
+        from croniter import CroniterError, croniter
+
         try:
             return float(croniter(self.spec, self._moment(t)).get_prev(datetime).timestamp())
         except (CroniterError, OverflowError, ValueError):

@@ -16,16 +16,15 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from runnel.exceptions import Misconfigured, TransportError
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.metrics import stats
-from runnel.metrics.definitions import Definitions
 from runnel.metrics.server import Server, serve, supervised
 from runnel.runtime.retry import Stopped, reraise_if_cancelled, until_stopped
 
 if TYPE_CHECKING:
+    from prometheus_client import Counter, Gauge, Histogram
+
     from runnel.jobs.executor import JobExecutor
     from runnel.metrics.stats import WorkerStats
     from runnel.processing.executor import Executor
@@ -69,6 +68,9 @@ class WorkerMetrics:
 
     def __init__(self, worker: Measured) -> None:
         self.worker = worker
+        # Here, not at the top: prometheus_client is only imported by a worker with metrics.
+        from runnel.metrics.definitions import Definitions
+
         self.app = worker.app.name
         self.defs = Definitions()
         self.multiprocess = supervised()
