@@ -24,7 +24,9 @@ from runnel_redis import resp, scripts
 from runnel_redis.cluster_calls import ClusterScript
 
 if TYPE_CHECKING:
-    from runnel_redis.jobs import RedisJobStore
+    import redis.asyncio as aioredis
+
+    from runnel_redis.layout import KeyLayout
 
 
 class RedisJobLimits:
@@ -32,11 +34,18 @@ class RedisJobLimits:
     the size it is); its script is made on first use, the only call that needs it."""
 
     _admit_script: Any = None
+    redis: aioredis.Redis
+    app: str
+    layout: KeyLayout
+    prefix: str
+    queue: str
+    schedule: str
+    group: str
 
     async def admit(
         self, executor: str, delivery: Delivery, limits: JobLimits, now: float, wait: float
     ) -> Deferral | str | None:
-        store: RedisJobStore = self  # type: ignore[assignment]
+        store = self
         script = self._admit_script
         if script is None:
             client: Any = store.redis
