@@ -1,4 +1,5 @@
-"""Registers the Redis transport for its URL schemes, and the ``runnel embedded`` commands."""
+"""Registers the Redis transport for its URL schemes, the ``runnel embedded`` commands, and
+the ACL rules ``runnel acl`` prints."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from runnel.plugins import hookimpl
-from runnel_redis import embedded
+from runnel_redis import acl, embedded
 from runnel_redis.cli import embedded as embedded_commands
 from runnel_redis.cluster import RedisClusterTransport
 from runnel_redis.layout import CLUSTER_SCHEMES, layout_for
@@ -15,6 +16,7 @@ from runnel_redis.transport import RedisTransport
 if TYPE_CHECKING:
     import click
 
+    from runnel.app import App
     from runnel.plugins.hookspecs import RegisterTransport
     from runnel.settings import Settings
 
@@ -58,3 +60,8 @@ def runnel_transports(register: RegisterTransport) -> None:
 @hookimpl
 def runnel_commands(cli: click.Group) -> None:
     cli.add_command(embedded_commands)
+
+
+@hookimpl
+def runnel_access_rules(app: App, user: str, password: bool) -> list[str] | None:
+    return acl.rules(app, user, password)

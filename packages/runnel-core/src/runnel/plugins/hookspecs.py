@@ -14,6 +14,7 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
+    from runnel.app import App
     from runnel.interfaces import Compressor, Serializer
     from runnel.settings import Settings
     from runnel.store.backend import Backend
@@ -62,3 +63,13 @@ def runnel_compressors(register: RegisterCompressor) -> None:
 @hookspec
 def runnel_commands(cli: click.Group) -> None:
     """Add sub-commands (or groups) to the ``runnel`` command line."""
+
+
+@hookspec(firstresult=True)
+def runnel_access_rules(app: App, user: str, password: bool) -> list[str] | None:
+    """The commands an operator runs on the app's store to give ``user`` just the access
+    the app needs (``runnel acl``), one a line; None if the store is not this plugin's.
+
+    With ``password``, the lines set a placeholder password for the operator to replace
+    (never a real one); without, they keep the user's passwords.
+    """
