@@ -19,12 +19,13 @@ if TYPE_CHECKING:
     from runnel.app import App
 
 COMMANDS: dict[str, tuple[str, ...]] = {
-    # Connecting: redis-py names its library on connect (CLIENT SETINFO) and checks
-    # connections (PING); SELECT for a URL naming a database.
-    "connection": ("ping", "client|setinfo", "client|setname", "select"),
+    # Connecting: PING checks a connection, SELECT for a URL naming a database. Not
+    # CLIENT SETINFO, by which redis-py names itself on Redis 7.2 and later: unknown to
+    # older servers (a rule naming it is refused there), and redis-py ignores a refusal.
+    "connection": ("ping", "select"),
     # A Redis Cluster client reads the slot map and the commands' key positions, asks
     # during a slot migration, and reads replicas only after READONLY.
-    "cluster": ("cluster|slots", "cluster|shards", "command", "asking", "readonly"),
+    "cluster": ("cluster|slots", "command", "asking", "readonly"),
     # Lua scripts (lua/*.lua), called by EVALSHA, sent whole by EVAL when the server has
     # not cached them; redis-py's pipelines check and load them with SCRIPT.
     "scripts": ("eval", "evalsha", "script|load", "script|exists"),

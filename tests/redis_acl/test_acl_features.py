@@ -1,0 +1,231 @@
+"""Every feature run as a Redis user holding exactly the rules `runnel acl` prints, on a
+real redis-server: real worker processes (two, to rebalance), the producer and admin
+commands of the CLI, the dashboard's reads; then Redis's ACL LOG must be empty, so a
+command or key Runnel uses that the rules lack fails here.
+
+The test's own client (the server's default user) only sets the user up and looks."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import textwrap
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.dashboard import Dashboard
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+
+APP = """
+import asyncio
+
+from runnel import App, Record, WindowClosed
+from runnel.jobs import report_progress
+from runnel.middleware.dead_letter import DeadLetterMiddleware
+
+app = App(name={name!r})
+
+
+class Sale(Record):
+    shop: str
+    at: float
+    amount: int
+
+
+sales = app.stream("sales", record=Sale, partition_by="shop", partition_count=4)
+minute_totals = app.stream("minute_totals", record=WindowClosed, partition_by="key")
+counts = app.table("counts", source=sales, default=0)
+totals = app.table("per_minute", source=sales, default=0)
+per_minute = totals.tumbling(60, time="at", grace=10, expires=3600, on_close=minute_totals)
+
+
+@app.processor(sales, exception_policy="ignore", middleware=[DeadLetterMiddleware(sales)])
+async def tally(events):
+    async for sale in events.records():
+        if sale.amount == -1:
+            raise ValueError("a negative sale")
+        counts[sale.shop] += 1
+        per_minute[sale.shop] += sale.amount
+
+
+@app.processor(sales, exception_policy="quarantine")
+async def audit(events):
+    async for sale in events.records():
+        if sale.amount == -2:
+            raise ValueError("poison")
+
+
+@app.processor(minute_totals)
+async def closed(events):
+    async for _ in events.records():
+        pass
+
+
+@app.job
+async def add(a: int, b: int) -> int:
+    await report_progress(0.5, "halfway")
+    return a + b
+
+
+@app.job(retries=1)
+async def boom() -> None:
+    raise RuntimeError("always")
+
+
+@app.job(queue="critical")
+async def urgent(n: int) -> int:
+    return n
+
+
+@app.job(cron="* * * * * */1")
+async def tick() -> None:
+    pass
+
+
+@app.job
+async def slow() -> None:
+    await asyncio.sleep(3600)
+"""
+
+
+@dataclass
+class Restricted:
+    """The app's directory, the environment of a process running as the ACL user, and
+    the admin client (the default user) that set the user up."""
+
+    dir: Path
+    name: str
+    env: dict[str, str]
+    admin: redis.Redis
+
+    def run(self, *args: str, input: str | None = None) -> str:
+        done = cli(*args, cwd=self.dir, env=self.env, input=input)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def denied(self) -> list[dict]:
+        return self.admin.acl_log()
+
+
+def create_user(admin: redis.Redis, rules: str, password: str) -> None:
+    """Run each printed line, the placeholder replaced, as redis-cli would."""
+    for line in rules.splitlines():
+        words = shlex.split(line.replace(">PASSWORD", f">{password}"))
+        assert words[:2] == ["ACL", "SETUSER"], line
+        admin.execute_command(*words)
+
+
+@pytest.fixture
+def restricted(tmp_path: Path, app_name: str, redis_url: str) -> Iterator[Restricted]:
+    (tmp_path / "aclapp.py").write_text(textwrap.dedent(APP.format(name=app_name)))
+    admin = redis.Redis.from_url(redis_url, decode_responses=True)
+    printed = cli("acl", "aclapp:app", cwd=tmp_path, env=env_with(redis_url))
+    assert printed.returncode == 0, printed.stderr
+    password = uuid.uuid4().hex
+    create_user(admin, printed.stdout, password)
+    admin.acl_log_reset()
+    url = redis_url.replace("redis://", f"redis://runnel:{password}@", 1)
+    env = env_with(url, RUNNEL_DEFAULT_JOIN_DELAY="0")
+    try:
+        yield Restricted(dir=tmp_path, name=app_name, env=env, admin=admin)
+    finally:
+        admin.acl_deluser("runnel")
+        admin.close()
+
+
+def sale(shop: str, amount: int, at: float = 1764000005) -> str:
+    return json.dumps({"shop": shop, "at": at, "amount": amount})
+
+
+def test_every_feature_runs_as_the_acl_user(restricted: Restricted) -> None:
+    r, n = restricted, restricted.name
+    # Producing: one event, then a batch (one negative: a dead letter; one poison).
+    r.run("send", "aclapp:sales", sale("ada", 5))
+    lines = [sale("ada", 7, 1764000030), sale("bob", 3), sale("cy", -1), sale("bob", 9)]
+    r.run("sendmany", "aclapp:sales", "-", input="".join(x + "\n" for x in lines))
+    r.run("jobs", "send", "aclapp:urgent", "[4]")
+    r.run("jobs", "send", "aclapp:slow", "[]", "--countdown", "3600", "--job-id", "later")
+    r.run("jobs", "cancel", "aclapp:app", "later")
+
+    with WorkerProcess("aclapp:app", r.dir, r.env) as first:
+        # The table counts every sale but the negative one, a dead letter now.
+        wait_for(lambda: '"ada"\t2' in r.run("table", "dump", "aclapp:counts"))
+        assert '"bob"\t2' in r.run("table", "dump", "aclapp:counts")
+        wait_for(lambda: r.admin.exists(f"__strm:{n}.dead.sales.0"))
+        # Jobs: one run with progress and a result waited on, one dead after its retry.
+        assert r.run("jobs", "send", "aclapp:add", "[1, 2]", "--wait", "60").strip().endswith(
+            "3"
+        )
+        r.run("jobs", "send", "aclapp:boom", "[]", "--job-id", "b1")
+        wait_for(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
+        # A second worker: the partitions are shared, then taken back when it stops.
+        with WorkerProcess("aclapp:app", r.dir, r.env) as second:
+            wait_for(lambda: _owners(r) == 2)
+            r.run("send", "aclapp:sales", sale("dee", -2))  # audit quarantines a partition
+            quarantined = wait_for(lambda: _quarantined(r))
+            assert second.stop() == 0
+        wait_for(lambda: _owners(r) == 1)
+        number, entry = quarantined
+        r.run("processor", "skip", "aclapp:audit", "--partition", str(number), "--id", entry)
+        wait_for(lambda: not _quarantined(r))
+        r.run("jobs", "dead", "replay", "aclapp:app", "--id", "b1", "--yes")
+        wait_for(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
+        wait_for(lambda: "tick" in r.run("jobs", "info", "aclapp:app"))
+        # The dashboard's reads, while the worker runs.
+        board = Dashboard("aclapp:app", r.dir, r.env)
+        try:
+            with urllib.request.urlopen(board.url + "api/state", timeout=60) as reply:
+                assert json.load(reply)
+        finally:
+            board.close()
+        assert first.stop() == 0, first.output
+
+    # The admin commands, with no worker running.
+    r.run("status", "aclapp:app")
+    r.run("status", "aclapp:app", "--json")
+    r.run("table", "list", "aclapp:app")
+    r.run("table", "get", "aclapp:per_minute", "ada")
+    r.run("dead", "list", "aclapp:sales")
+    r.run("dead", "replay", "aclapp:sales", "--yes")
+    r.run("dead", "purge", "aclapp:sales", "--yes")
+    r.run("jobs", "info", "aclapp:app", "--json")
+    r.run("jobs", "show", "aclapp:app", "b1")
+    r.run("jobs", "dead", "purge", "aclapp:app", "--yes")
+    r.run("processor", "resume", "aclapp:audit")
+    r.run("processor", "reset", "aclapp:tally", "--start", "0", "--keep-tables")
+    r.run("table", "clear", "aclapp:counts", "--yes")
+    assert r.denied() == []
+
+
+def _owners(r: Restricted) -> int:
+    report = json.loads(r.run("status", "aclapp:app", "--json"))
+    (tally,) = [p for p in report["processors"] if p["name"] == "tally"]
+    return len({p["owner"] for p in tally["partitions"] if p["owner"]})
+
+
+def _quarantined(r: Restricted) -> tuple[int, str] | None:
+    report = json.loads(r.run("status", "aclapp:app", "--json"))
+    (audit,) = [p for p in report["processors"] if p["name"] == "audit"]
+    for p in audit["partitions"]:
+        if p["state"] == "QUARANTINED":
+            return p["number"], p["failing_id"]
+    return None
+
+
+def test_the_rules_refuse_what_they_do_not_name(restricted: Restricted) -> None:
+    """The user is really restricted: another app's keys and other commands are refused."""
+    user = redis.Redis.from_url(restricted.env["RUNNEL_REDIS_URL"])
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            user.set("__strm:other.sales.0", "x")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            user.flushall()
+    finally:
+        user.close()
+    assert {entry["reason"] for entry in restricted.denied()} == {"key", "command"}
