@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "scripts": ("eval", "evalsha", "script|load", "script|exists"),
     # Transactions (MULTI/EXEC of pipelines, WATCH for check-and-set) and WAIT for replicas.
     "transactions": ("multi", "exec", "discard", "watch", "unwatch", "wait"),
-    "keys": ("del", "unlink", "exists", "type", "pexpire", "pttl"),
+    "keys": ("del", "exists", "type", "pexpire", "pttl"),
     "strings": ("get", "set", "mget"),
     "hashes": (
         "hdel",
