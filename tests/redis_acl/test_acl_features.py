@@ -8,10 +8,8 @@ The test's own client (the server's default user) only sets the user up and look
 from __future__ import annotations
 
 import json
-import shlex
 import textwrap
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.support.acl import USER, create_user, denied, with_user
 from tests.support.dashboard import Dashboard
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
@@ -110,15 +109,7 @@ class Restricted:
         return done.stdout
 
     def denied(self) -> list[dict]:
-        return self.admin.acl_log()
-
-
-def create_user(admin: redis.Redis, rules: str, password: str) -> None:
-    """Run each printed line, the placeholder replaced, as redis-cli would."""
-    for line in rules.splitlines():
-        words = shlex.split(line.replace(">PASSWORD", f">{password}"))
-        assert words[:2] == ["ACL", "SETUSER"], line
-        admin.execute_command(*words)
+        return denied(self.admin)
 
 
 @pytest.fixture
@@ -127,15 +118,11 @@ def restricted(tmp_path: Path, app_name: str, redis_url: str) -> Iterator[Restri
     admin = redis.Redis.from_url(redis_url, decode_responses=True)
     printed = cli("acl", "aclapp:app", cwd=tmp_path, env=env_with(redis_url))
     assert printed.returncode == 0, printed.stderr
-    password = uuid.uuid4().hex
-    create_user(admin, printed.stdout, password)
-    admin.acl_log_reset()
-    url = redis_url.replace("redis://", f"redis://runnel:{password}@", 1)
-    env = env_with(url, RUNNEL_DEFAULT_JOIN_DELAY="0")
+    env = env_with(with_user(redis_url, create_user(admin, printed.stdout)))
     try:
         yield Restricted(dir=tmp_path, name=app_name, env=env, admin=admin)
     finally:
-        admin.acl_deluser("runnel")
+        admin.acl_deluser(USER)
         admin.close()
 
 
