@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.acl import USER, create_user, denied, with_user
+from tests.support.acl import USER, create_user, delete_user, denied, with_user
 from tests.support.dashboard import Dashboard
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+from tests.support.redis_cluster import HOST, RedisClusterProcesses
 
 APP = """
 import asyncio
@@ -96,12 +97,13 @@ async def slow() -> None:
 @dataclass
 class Restricted:
     """The app's directory, the environment of a process running as the ACL user, and
-    the admin client (the default user) that set the user up."""
+    the server's (or every cluster master's) client as the default user, to look."""
 
     dir: Path
     name: str
     env: dict[str, str]
-    admin: redis.Redis
+    nodes: list[redis.Redis]
+    password: str
 
     def run(self, *args: str, input: str | None = None) -> str:
         done = cli(*args, cwd=self.dir, env=self.env, input=input)
@@ -109,21 +111,36 @@ class Restricted:
         return done.stdout
 
     def denied(self) -> list[dict]:
-        return denied(self.admin)
+        return denied(self.nodes)
 
 
-@pytest.fixture
-def restricted(tmp_path: Path, app_name: str, redis_url: str) -> Iterator[Restricted]:
+@pytest.fixture(params=["redis", "cluster"])
+def restricted(
+    request: pytest.FixtureRequest, tmp_path: Path, app_name: str
+) -> Iterator[Restricted]:
+    """The app, and the user `runnel acl` describes on a single Redis or on every master
+    of a 3-master Redis Cluster (whose key layout the rules then follow)."""
     (tmp_path / "aclapp.py").write_text(textwrap.dedent(APP.format(name=app_name)))
-    admin = redis.Redis.from_url(redis_url, decode_responses=True)
-    printed = cli("acl", "aclapp:app", cwd=tmp_path, env=env_with(redis_url))
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        nodes = [redis.Redis.from_url(url, decode_responses=True)]
+    else:
+        cluster: RedisClusterProcesses = request.getfixturevalue("redis_cluster")
+        url = cluster.url
+        nodes = [
+            redis.Redis(host=HOST, port=node.port, decode_responses=True)
+            for node in cluster.masters()
+        ]
+    printed = cli("acl", "aclapp:app", cwd=tmp_path, env=env_with(url))
     assert printed.returncode == 0, printed.stderr
-    env = env_with(with_user(redis_url, create_user(admin, printed.stdout)))
+    password = create_user(nodes, printed.stdout)
+    env = env_with(with_user(url, password))
     try:
-        yield Restricted(dir=tmp_path, name=app_name, env=env, admin=admin)
+        yield Restricted(tmp_path, app_name, env, nodes, password)
     finally:
-        admin.acl_deluser(USER)
-        admin.close()
+        delete_user(nodes)
+        for node in nodes:
+            node.close()
 
 
 def sale(shop: str, amount: int, at: float = 1764000005) -> str:
@@ -131,7 +148,7 @@ def sale(shop: str, amount: int, at: float = 1764000005) -> str:
 
 
 def test_every_feature_runs_as_the_acl_user(restricted: Restricted) -> None:
-    r, n = restricted, restricted.name
+    r = restricted
     # Producing: one event, then a batch (one negative: a dead letter; one poison).
     r.run("send", "aclapp:sales", sale("ada", 5))
     lines = [sale("ada", 7, 1764000030), sale("bob", 3), sale("cy", -1), sale("bob", 9)]
@@ -144,7 +161,7 @@ def test_every_feature_runs_as_the_acl_user(restricted: Restricted) -> None:
         # The table counts every sale but the negative one, a dead letter now.
         wait_for(lambda: '"ada"\t2' in r.run("table", "dump", "aclapp:counts"))
         assert '"bob"\t2' in r.run("table", "dump", "aclapp:counts")
-        wait_for(lambda: r.admin.exists(f"__strm:{n}.dead.sales.0"))
+        wait_for(lambda: "a negative sale" in r.run("dead", "list", "aclapp:sales"))
         # Jobs: one run with progress and a result waited on, one dead after its retry.
         assert r.run("jobs", "send", "aclapp:add", "[1, 2]", "--wait", "60").strip().endswith(
             "3"
@@ -207,7 +224,10 @@ def _quarantined(r: Restricted) -> tuple[int, str] | None:
 
 def test_the_rules_refuse_what_they_do_not_name(restricted: Restricted) -> None:
     """The user is really restricted: another app's keys and other commands are refused."""
-    user = redis.Redis.from_url(restricted.env["RUNNEL_REDIS_URL"])
+    node = restricted.nodes[0].connection_pool.connection_kwargs
+    user = redis.Redis(
+        host=node["host"], port=node["port"], username=USER, password=restricted.password
+    )
     try:
         with pytest.raises(redis.exceptions.NoPermissionError):
             user.set("__strm:other.sales.0", "x")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.support.acl import USER, create_user, denied, with_user
+from tests.support.acl import create_user, delete_user, denied, with_user
 from tests.support.processes import cli, env_with
 from tests.support.spark import reader, send, spark, write  # noqa: F401 (spark: a fixture)
 
@@ -26,10 +26,10 @@ def restricted_url(redis_url: str) -> Iterator[str]:
     printed = cli("acl", "tests.spark.streams:app", cwd=ROOT, env=env_with(redis_url))
     assert printed.returncode == 0, printed.stderr
     try:
-        yield with_user(redis_url, create_user(admin, printed.stdout))
-        assert denied(admin) == []
+        yield with_user(redis_url, create_user([admin], printed.stdout))
+        assert denied([admin]) == []
     finally:
-        admin.acl_deluser(USER)
+        delete_user([admin])
         admin.close()
 
 

@@ -1,4 +1,5 @@
-"""A Redis user holding exactly the rules `runnel acl` printed (tests/redis_acl)."""
+"""A Redis user holding exactly the rules `runnel acl` printed (tests/redis_acl), set up
+on one server or on every node of a Redis Cluster (ACL users are per node)."""
 
 from __future__ import annotations
 
@@ -10,34 +11,28 @@ import redis
 USER = "runnel"
 
 
-def create_user(admin: redis.Redis | redis.RedisCluster, rules: str) -> str:
-    """Run each printed line as redis-cli would, a fresh password in place of the
-    placeholder, with ACL LOG emptied after; return the password."""
+def create_user(nodes: list[redis.Redis], rules: str) -> str:
+    """Run each printed line on each node as redis-cli would, a fresh password in place
+    of the placeholder, and empty ACL LOG after; return the password."""
     password = uuid.uuid4().hex
     for line in rules.splitlines():
         words = shlex.split(line.replace(">PASSWORD", f">{password}"))
         assert words[:3] == ["ACL", "SETUSER", USER], line
-        if isinstance(admin, redis.RedisCluster):
-            admin.execute_command(*words, target_nodes=redis.RedisCluster.ALL_NODES)
-        else:
-            admin.execute_command(*words)
-    reset_log(admin)
+        for node in nodes:
+            node.execute_command(*words)
+    for node in nodes:
+        node.acl_log_reset()
     return password
 
 
-def reset_log(admin: redis.Redis | redis.RedisCluster) -> None:
-    if isinstance(admin, redis.RedisCluster):
-        admin.execute_command("ACL", "LOG", "RESET", target_nodes=redis.RedisCluster.ALL_NODES)
-    else:
-        admin.acl_log_reset()
+def delete_user(nodes: list[redis.Redis]) -> None:
+    for node in nodes:
+        node.acl_deluser(USER)
 
 
-def denied(admin: redis.Redis | redis.RedisCluster) -> list[dict]:
-    """Every ACL LOG entry (of every node of a cluster): what the user was refused."""
-    if isinstance(admin, redis.RedisCluster):
-        replies = admin.execute_command("ACL", "LOG", target_nodes=redis.RedisCluster.ALL_NODES)
-        return [entry for reply in replies.values() for entry in reply]
-    return list(admin.acl_log())
+def denied(nodes: list[redis.Redis]) -> list[dict]:
+    """Every ACL LOG entry of every node: what the user was refused."""
+    return [entry for node in nodes for entry in node.acl_log()]
 
 
 def with_user(url: str, password: str) -> str:
