@@ -36,8 +36,13 @@ def test_operations_md_shows_what_it_prints_for_the_readme_app() -> None:
 
 
 def test_the_cluster_layout_and_another_user_keeping_its_passwords() -> None:
-    done = run("examples.orders:app", "--user", "ops", "--no-password",
-               url=f"redis+cluster://ops:{SECRET}@redis:7000")
+    done = run(
+        "examples.orders:app",
+        "--user",
+        "ops",
+        "--no-password",
+        url=f"redis+cluster://ops:{SECRET}@redis:7000",
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "ACL SETUSER ops on resetkeys resetchannels -@all"

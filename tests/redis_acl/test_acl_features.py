@@ -163,9 +163,7 @@ def test_every_feature_runs_as_the_acl_user(restricted: Restricted) -> None:
         assert '"bob"\t2' in r.run("table", "dump", "aclapp:counts")
         wait_for(lambda: "a negative sale" in r.run("dead", "list", "aclapp:sales"))
         # Jobs: one run with progress and a result waited on, one dead after its retry.
-        assert r.run("jobs", "send", "aclapp:add", "[1, 2]", "--wait", "60").strip().endswith(
-            "3"
-        )
+        assert r.run("jobs", "send", "aclapp:add", "[1, 2]", "--wait", "60").strip().endswith("3")
         r.run("jobs", "send", "aclapp:boom", "[]", "--job-id", "b1")
         wait_for(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
         # A second worker: the partitions are shared, then taken back when it stops.

@@ -48,9 +48,7 @@ def lua_commands() -> set[str]:
     unpacked into one, or a helper's command argument (``each(..., 'HSET', key)``)."""
     found: set[str] = set()
     for path in sorted((PACKAGE / "lua").glob("*.lua")):
-        code = "\n".join(
-            line.split("--", 1)[0] for line in path.read_text().splitlines()
-        )
+        code = "\n".join(line.split("--", 1)[0] for line in path.read_text().splitlines())
         for match in re.finditer(r"'([A-Z]+)'(?:\s*,\s*'([A-Z]+)')?", code):
             name, sub = match.group(1).lower(), (match.group(2) or "").lower()
             if name in NOT_COMMANDS or name not in REDIS_COMMANDS:

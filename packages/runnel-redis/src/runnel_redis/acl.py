@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from runnel_redis.layout import KeyLayout, layout_for
 
 if TYPE_CHECKING:
-    from runnel.app import App
+    from runnel.services import Services
 
 COMMANDS: dict[str, tuple[str, ...]] = {
     # Connecting: PING checks a connection, SELECT for a URL naming a database. Not
@@ -123,7 +123,7 @@ def _escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-def rules(app: App, user: str, password: bool = True) -> list[str] | None:
+def rules(app: Services, user: str, password: bool = True) -> list[str] | None:
     """``ACL SETUSER`` lines giving ``user`` what ``app`` needs, one purpose a line (Redis
     adds each line's rules to the user's): who the user is, the keys, then the commands.
     With ``password``, the first line resets the user and sets the placeholder password;

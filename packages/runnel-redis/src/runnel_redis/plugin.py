@@ -16,8 +16,8 @@ from runnel_redis.transport import RedisTransport
 if TYPE_CHECKING:
     import click
 
-    from runnel.app import App
     from runnel.plugins.hookspecs import RegisterTransport
+    from runnel.services import Services
     from runnel.settings import Settings
 
 log = logging.getLogger("runnel.redis")
@@ -63,5 +63,5 @@ def runnel_commands(cli: click.Group) -> None:
 
 
 @hookimpl
-def runnel_access_rules(app: App, user: str, password: bool) -> list[str] | None:
+def runnel_access_rules(app: Services, user: str, password: bool) -> list[str] | None:
     return acl.rules(app, user, password)

@@ -14,9 +14,7 @@ from runnel.urls import redact
 
 @click.command()
 @click.argument("target", metavar="MODULE:APP")
-@click.option(
-    "--user", default="runnel", show_default=True, help="The name of the store's user."
-)
+@click.option("--user", default="runnel", show_default=True, help="The name of the store's user.")
 @click.option(
     "--no-password",
     "keep_password",

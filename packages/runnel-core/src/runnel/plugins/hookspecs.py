@@ -14,8 +14,8 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from runnel.app import App
     from runnel.interfaces import Compressor, Serializer
+    from runnel.services import Services
     from runnel.settings import Settings
     from runnel.store.backend import Backend
 
@@ -66,7 +66,7 @@ def runnel_commands(cli: click.Group) -> None:
 
 
 @hookspec(firstresult=True)
-def runnel_access_rules(app: App, user: str, password: bool) -> list[str] | None:
+def runnel_access_rules(app: Services, user: str, password: bool) -> list[str] | None:
     """The commands an operator runs on the app's store to give ``user`` just the access
     the app needs (``runnel acl``), one a line; None if the store is not this plugin's.
 
