@@ -149,21 +149,26 @@ def sale(shop: str, amount: int, at: float = 1764000005) -> str:
 
 def test_every_feature_runs_as_the_acl_user(restricted: Restricted) -> None:
     r = restricted
-    # Producing: one event, then a batch (one negative: a dead letter; one poison).
+    # Producing: one event, then a batch (one negative: a dead letter; the last one
+    # closes ada's first window, whose total goes to minute_totals).
     r.run("send", "aclapp:sales", sale("ada", 5))
     lines = [sale("ada", 7, 1764000030), sale("bob", 3), sale("cy", -1), sale("bob", 9)]
+    lines.append(sale("ada", 1, 1764000131))
     r.run("sendmany", "aclapp:sales", "-", input="".join(x + "\n" for x in lines))
-    r.run("jobs", "send", "aclapp:urgent", "[4]")
+    r.run("jobs", "send", "aclapp:urgent", "[4]", "--job-id", "u1")  # the critical queue
     r.run("jobs", "send", "aclapp:slow", "[]", "--countdown", "3600", "--job-id", "later")
     r.run("jobs", "cancel", "aclapp:app", "later")
 
     with WorkerProcess("aclapp:app", r.dir, r.env) as first:
         # The table counts every sale but the negative one, a dead letter now.
-        wait_for(lambda: '"ada"\t2' in r.run("table", "dump", "aclapp:counts"))
+        wait_for(lambda: '"ada"\t3' in r.run("table", "dump", "aclapp:counts"))
         assert '"bob"\t2' in r.run("table", "dump", "aclapp:counts")
         wait_for(lambda: "a negative sale" in r.run("dead", "list", "aclapp:sales"))
         # Jobs: one run with progress and a result waited on, one dead after its retry.
-        assert r.run("jobs", "send", "aclapp:add", "[1, 2]", "--wait", "60").strip().endswith("3")
+        added = r.run("jobs", "send", "aclapp:add", "[1, 2]", "--job-id", "a1", "--wait", "60")
+        assert added.strip().endswith("3")
+        assert "halfway" in r.run("jobs", "show", "aclapp:app", "a1")
+        wait_for(lambda: "SUCCESS" in r.run("jobs", "show", "aclapp:app", "u1"))
         r.run("jobs", "send", "aclapp:boom", "[]", "--job-id", "b1")
         wait_for(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
         # A second worker: the partitions are shared, then taken back when it stops.
