@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import textwrap
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -107,8 +108,15 @@ class Restricted:
 
     def run(self, *args: str, input: str | None = None) -> str:
         done = cli(*args, cwd=self.dir, env=self.env, input=input)
-        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        assert done.returncode == 0, (args, done.stdout, done.stderr, self.denied())
         return done.stdout
+
+    def until(self, check: Callable[[], Any]) -> Any:
+        """``wait_for``, saying what Redis refused the user if it never happens."""
+        try:
+            return wait_for(check)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; ACL LOG: {self.denied()}") from None
 
     def denied(self) -> list[dict]:
         return denied(self.nodes)
@@ -161,29 +169,29 @@ def test_every_feature_runs_as_the_acl_user(restricted: Restricted) -> None:
 
     with WorkerProcess("aclapp:app", r.dir, r.env) as first:
         # The table counts every sale but the negative one, a dead letter now.
-        wait_for(lambda: '"ada"\t3' in r.run("table", "dump", "aclapp:counts"))
+        r.until(lambda: '"ada"\t3' in r.run("table", "dump", "aclapp:counts"))
         assert '"bob"\t2' in r.run("table", "dump", "aclapp:counts")
-        wait_for(lambda: "a negative sale" in r.run("dead", "list", "aclapp:sales"))
+        r.until(lambda: "a negative sale" in r.run("dead", "list", "aclapp:sales"))
         # Jobs: one run with progress and a result waited on, one dead after its retry.
         added = r.run("jobs", "send", "aclapp:add", "[1, 2]", "--job-id", "a1", "--wait", "60")
         assert added.strip().endswith("3")
         assert "halfway" in r.run("jobs", "show", "aclapp:app", "a1")
-        wait_for(lambda: "SUCCESS" in r.run("jobs", "show", "aclapp:app", "u1"))
+        r.until(lambda: "SUCCESS" in r.run("jobs", "show", "aclapp:app", "u1"))
         r.run("jobs", "send", "aclapp:boom", "[]", "--job-id", "b1")
-        wait_for(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
+        r.until(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
         # A second worker: the partitions are shared, then taken back when it stops.
         with WorkerProcess("aclapp:app", r.dir, r.env) as second:
-            wait_for(lambda: _owners(r) == 2)
+            r.until(lambda: _owners(r) == 2)
             r.run("send", "aclapp:sales", sale("dee", -2))  # audit quarantines a partition
-            quarantined = wait_for(lambda: _quarantined(r))
+            quarantined = r.until(lambda: _quarantined(r))
             assert second.stop() == 0
-        wait_for(lambda: _owners(r) == 1)
+        r.until(lambda: _owners(r) == 1)
         number, entry = quarantined
         r.run("processor", "skip", "aclapp:audit", "--partition", str(number), "--id", entry)
-        wait_for(lambda: not _quarantined(r))
+        r.until(lambda: not _quarantined(r))
         r.run("jobs", "dead", "replay", "aclapp:app", "--id", "b1", "--yes")
-        wait_for(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
-        wait_for(lambda: "tick" in r.run("jobs", "info", "aclapp:app"))
+        r.until(lambda: "b1" in r.run("jobs", "dead", "list", "aclapp:app", "--yes"))
+        r.until(lambda: "tick" in r.run("jobs", "info", "aclapp:app"))
         # The dashboard's reads, while the worker runs.
         board = Dashboard("aclapp:app", r.dir, r.env)
         try:

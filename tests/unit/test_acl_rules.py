@@ -200,7 +200,7 @@ def glob(pattern: str) -> re.Pattern[str]:
 
 
 @pytest.mark.parametrize("layout", [Classic(), Cluster()], ids=lambda x: x.name)
-@pytest.mark.parametrize("app", ["shop", "my.shop*[1]"])
+@pytest.mark.parametrize("app", ["shop", "my.shop*[1]", "n9876543210"])
 def test_every_key_of_the_app_matches_a_pattern_and_no_other_apps_do(
     layout: KeyLayout, app: str
 ) -> None:

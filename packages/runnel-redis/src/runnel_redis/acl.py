@@ -111,8 +111,10 @@ def key_patterns(layout: KeyLayout, app: str) -> list[str]:
         key = str(method(app, *samples))
         if key.startswith(prefix):
             continue
-        cut = [i for i in (key.find(_SAMPLE), key.find(str(_SAMPLE_NUMBER))) if i >= 0]
-        pattern = _escape(key[: min(cut)]) + "*" if cut else _escape(key)
+        # Every key with a number has a name before it; the number alone could occur in
+        # the app's name.
+        cut = key.find(_SAMPLE) if _SAMPLE in key else key.rfind(str(_SAMPLE_NUMBER))
+        pattern = _escape(key[:cut]) + "*" if cut >= 0 else _escape(key)
         if pattern not in found:
             found.append(pattern)
     return sorted(found)
