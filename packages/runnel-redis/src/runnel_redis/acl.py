@@ -111,9 +111,12 @@ def key_patterns(layout: KeyLayout, app: str) -> list[str]:
         key = str(method(app, *samples))
         if key.startswith(prefix):
             continue
-        # Every key with a number has a name before it; the number alone could occur in
-        # the app's name.
-        cut = key.find(_SAMPLE) if _SAMPLE in key else key.rfind(str(_SAMPLE_NUMBER))
+        # Cut at the first name after the app's; at the number only for a key of a
+        # number alone (the same digits could be part of the app's name).
+        if _SAMPLE in key:
+            cut = key.find(_SAMPLE)
+        else:
+            cut = key.rfind(str(_SAMPLE_NUMBER)) if "number" in params else -1
         pattern = _escape(key[:cut]) + "*" if cut >= 0 else _escape(key)
         if pattern not in found:
             found.append(pattern)
