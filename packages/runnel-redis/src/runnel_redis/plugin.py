@@ -1,4 +1,5 @@
-"""Registers the Redis transport for its URL schemes, and the ``runnel embedded`` commands."""
+"""Registers the Redis transport for its URL schemes, the ``runnel embedded`` commands, and
+the ACL rules ``runnel acl`` prints."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from runnel.plugins import hookimpl
-from runnel_redis import embedded
+from runnel_redis import acl, embedded
 from runnel_redis.cli import embedded as embedded_commands
 from runnel_redis.cluster import RedisClusterTransport
 from runnel_redis.layout import CLUSTER_SCHEMES, layout_for
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     import click
 
     from runnel.plugins.hookspecs import RegisterTransport
+    from runnel.services import Services
     from runnel.settings import Settings
 
 log = logging.getLogger("runnel.redis")
@@ -58,3 +60,8 @@ def runnel_transports(register: RegisterTransport) -> None:
 @hookimpl
 def runnel_commands(cli: click.Group) -> None:
     cli.add_command(embedded_commands)
+
+
+@hookimpl
+def runnel_access_rules(app: Services, user: str, password: bool) -> list[str] | None:
+    return acl.rules(app, user, password)

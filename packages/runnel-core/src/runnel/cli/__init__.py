@@ -7,6 +7,7 @@ import sys
 import click
 
 from runnel import __version__, commands
+from runnel.cli.acl import acl
 from runnel.cli.dead import dead
 from runnel.cli.jobs import jobs
 from runnel.cli.missing import avro, dashboard, spark
@@ -49,6 +50,7 @@ cli.add_command(plugins)
 cli.add_command(jobs)
 cli.add_command(dead)
 cli.add_command(table)
+cli.add_command(acl)
 # Replaced by the plugins' own commands where those are installed.
 cli.add_command(avro)
 cli.add_command(spark)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from runnel.interfaces import Compressor, Middleware, Serializer
     from runnel.jobs.model import Delivery, Outcome
     from runnel.record import Record
+    from runnel.services import Services
     from runnel.settings import Settings
     from runnel.store.backend import Backend
     from runnel.store.log import PartitionId
@@ -162,4 +163,14 @@ def runnel_job_running(
 
     Called in the task that runs the job, so context variables set here are seen by the
     job's code. Returns a callback for the end of the try.
+    """
+
+
+@hookspec(firstresult=True)
+def runnel_access_rules(app: Services, user: str, password: bool) -> list[str] | None:
+    """The commands an operator runs on the app's store to give ``user`` just the access
+    the app needs (``runnel acl``), one a line; None if the store is not this plugin's.
+
+    With ``password``, the lines set a placeholder password for the operator to replace
+    (never a real one); without, they keep the user's passwords.
     """
