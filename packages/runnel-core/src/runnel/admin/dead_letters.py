@@ -19,6 +19,7 @@ from runnel.jobs.model import DeadLetter
 from runnel.store.backend import admin_of
 from runnel.store.log import PartitionId
 from runnel.stream import DATA, Stream
+from runnel.text import plural
 from runnel.types import Partition
 
 PAGE = 500
@@ -169,7 +170,7 @@ async def replay_stream_dead_letters(selection: Selection) -> int:
     lost = [x for x in letters if x.partition is None]
     if lost:
         raise RunnelError(
-            f"{len(lost)} dead letters name no partition of {stream.name} "
+            f"{plural(len(lost), 'dead letter')} of {stream.name} name no partition of it "
             f"(first {lost[0].id.decode()}); nothing replayed"
         )
     admin = admin_of(stream.app.store)
