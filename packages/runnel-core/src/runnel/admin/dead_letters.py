@@ -16,9 +16,9 @@ from runnel.admin.declarations import Declarations
 from runnel.admin.jobs import iso
 from runnel.exceptions import RunnelError
 from runnel.jobs.model import DeadLetter
+from runnel.middleware.dead_letter import letter_partition
 from runnel.store.backend import admin_of
 from runnel.store.log import PartitionId
-from runnel.middleware.dead_letter import letter_partition
 from runnel.stream import DATA, Stream
 from runnel.text import plural
 from runnel.types import Partition
