@@ -12,7 +12,7 @@ from runnel import __version__, commands
 from runnel.cli.missing import avro, dashboard, spark
 from runnel.commands import load_plugins, plugin_option
 
-LAZY = {
+LAZY: dict[str, tuple[str, str]] = {
     "dead": (
         "runnel.cli.dead",
         "List, replay or purge a stream's dead letters (DeadLetterMiddleware's sink).",
@@ -67,7 +67,7 @@ class LazyGroup(click.Group):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy = dict(LAZY)
+        self.lazy: dict[str, tuple[str, str]] = dict(LAZY)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *self.lazy})
@@ -90,7 +90,8 @@ class LazyGroup(click.Group):
         rows = []
         for name in names:
             if name in self.lazy:
-                text = click.utils.make_default_short_help(self.lazy[name][1], limit)
+                # Shortened by click's own rule, as the command's help would be.
+                text = click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)
             else:
                 command = self.commands[name]
                 if command.hidden:
