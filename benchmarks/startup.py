@@ -8,13 +8,16 @@ Two figures, each the median (and the fastest) of N runs of a fresh process:
   partition, ``RUNNEL_DEFAULT_JOIN_DELAY=0`` so that the figure is the process's own
   start-up, not the join delay a deployment chooses).
 
-Not asserted by any test (the time depends on the machine and its load): read it beside
+Each also as CPU time (user + system, of the process to its exit; the worker is stopped
+at its first event), which other work on a shared machine skews far less than the wall
+clock. Not asserted by any test (the time depends on the machine and its load): read it beside
 ``python -X importtime -m runnel --help``, which names what is imported and for how long.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -49,24 +52,37 @@ async def first(events):
 """
 
 
-def summary(name: str, seconds: list[float]) -> str:
-    ms = sorted(s * 1000 for s in seconds)
-    return f"{name:<28} median {statistics.median(ms):6.0f} ms   fastest {ms[0]:6.0f} ms"
+Runs = tuple[list[float], list[float]]
+"""Wall-clock seconds and CPU seconds of each run."""
 
 
-def help_runs(rounds: int) -> list[float]:
-    taken = []
+def summary(name: str, runs: Runs) -> str:
+    wall, cpu = (sorted(x * 1000 for x in values) for values in runs)
+    return (
+        f"{name:<28} wall median {statistics.median(wall):6.0f} ms  fastest {wall[0]:6.0f} ms"
+        f"   CPU median {statistics.median(cpu):6.0f} ms  least {cpu[0]:6.0f} ms"
+    )
+
+
+def children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def help_runs(rounds: int) -> Runs:
+    wall, cpu = [], []
     for _ in range(rounds):
-        started = time.perf_counter()
+        started, before = time.perf_counter(), children_cpu()
         subprocess.run([*RUNNEL, "--help"], capture_output=True, check=True)
-        taken.append(time.perf_counter() - started)
-    return taken
+        wall.append(time.perf_counter() - started)
+        cpu.append(children_cpu() - before)
+    return wall, cpu
 
 
-def worker_runs(url: str, rounds: int) -> list[float]:
+def worker_runs(url: str, rounds: int) -> Runs:
     directory = Path(tempfile.mkdtemp(prefix="runnel-startup-"))
     (directory / "startupapp.py").write_text(APP)
-    taken = []
+    wall, cpu = [], []
     try:
         for n in range(rounds):
             env = {
@@ -78,7 +94,7 @@ def worker_runs(url: str, rounds: int) -> list[float]:
             }
             sent = [*RUNNEL, "send", "startupapp:pings", '{"key": "k"}']
             subprocess.run(sent, cwd=directory, env=env, capture_output=True, check=True)
-            started = time.perf_counter()
+            started, before = time.perf_counter(), children_cpu()
             worker = subprocess.Popen(
                 [*RUNNEL, "worker", "startupapp:app"],
                 cwd=directory,
@@ -90,13 +106,14 @@ def worker_runs(url: str, rounds: int) -> list[float]:
             assert worker.stdout is not None
             for line in worker.stdout:
                 if line.startswith("first event"):
-                    taken.append(time.perf_counter() - started)
+                    wall.append(time.perf_counter() - started)
                     break
             worker.send_signal(signal.SIGTERM)
             worker.wait(60)
+            cpu.append(children_cpu() - before)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    return taken
+    return wall, cpu
 
 
 def run(rounds: int = 10) -> None:

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from croniter import croniter
-
 from runnel.runtime.retry import reraise_if_cancelled
 
 log = logging.getLogger("runnel.background")
@@ -64,6 +62,8 @@ class BackgroundTask:
             assert self.interval is not None
             return self.interval
         assert self.spec is not None
+        from croniter import croniter  # only apps with crontab tasks need it
+
         nxt = croniter(self.spec, now).get_next(datetime)
         # Subtract in UTC: two datetimes sharing a ZoneInfo subtract in wall-clock time,
         # which is off by an hour across a daylight-saving change.
@@ -80,5 +80,7 @@ class BackgroundTask:
 
 
 def validate_crontab(spec: str) -> None:
+    from croniter import croniter
+
     if not croniter.is_valid(spec):
         raise ValueError(f"invalid crontab spec {spec!r}")

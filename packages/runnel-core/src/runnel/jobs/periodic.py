@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from croniter import CroniterError, croniter
-
 from runnel.exceptions import TransportError
 from runnel.metrics import stats
 from runnel.runtime.retry import outage, reraise_if_cancelled
@@ -77,6 +75,8 @@ class Cron:
         """The schedule, checked: ``ValueError`` with one clear line if it cannot work."""
         if not isinstance(spec, str) or not spec.strip():
             raise ValueError(f"cron must be a cron expression such as '*/5 * * * *', not {spec!r}")
+        from croniter import CroniterError, croniter  # only apps with cron jobs need it
+
         zone = UTC if timezone is None else zone_of(timezone)
         chosen = "run_once" if missed is None else missed
         if chosen not in MISSED:
@@ -99,6 +99,8 @@ class Cron:
 
     def after(self, t: float) -> float | None:
         """The first tick strictly after ``t`` (seconds since the epoch); None if none."""
+        from croniter import CroniterError, croniter
+
         try:
             return float(croniter(self.spec, self._moment(t)).get_next(datetime).timestamp())
         except (CroniterError, OverflowError, ValueError):
@@ -106,6 +108,8 @@ class Cron:
 
     def before(self, t: float) -> float | None:
         """The last tick strictly before ``t``; None if none."""
+        from croniter import CroniterError, croniter
+
         try:
             return float(croniter(self.spec, self._moment(t)).get_prev(datetime).timestamp())
         except (CroniterError, OverflowError, ValueError):

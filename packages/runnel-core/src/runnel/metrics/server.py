@@ -3,7 +3,6 @@ N``, from the supervisor for all its children (prometheus_client's multiprocess 
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
@@ -16,15 +15,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from runnel.exceptions import Misconfigured
-
-MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
-SUPERVISED = "RUNNEL_METRICS_SUPERVISED"
-"""Set by the supervisor for its children: collect metrics, the supervisor serves them."""
-
-
-def supervised() -> bool:
-    """Whether this process is a child whose metrics its supervisor serves."""
-    return os.environ.get(SUPERVISED) == "1" and bool(os.environ.get(MULTIPROC_DIR))
+from runnel.metrics.switch import MULTIPROC_DIR, SUPERVISED
 
 
 @dataclass
