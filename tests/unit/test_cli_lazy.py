@@ -76,3 +76,38 @@ def test_the_redis_plugin_names_the_cluster_schemes_as_the_layouts_do() -> None:
     from runnel_redis import layout, plugin
 
     assert plugin.CLUSTER_SCHEMES == layout.CLUSTER_SCHEMES
+
+
+WORKER_PROBE = """
+import sys
+from runnel import App, Record
+from runnel.runtime.worker import Worker
+
+app = App(name="probe", redis_url="memory://")
+
+
+class Ping(Record):
+    key: str
+
+
+pings = app.stream("pings", record=Ping, partition_by="key")
+
+
+@app.processor(pings)
+async def seen(events):
+    async for _ in events.records():
+        pass
+
+
+Worker(app)
+print(sorted(m for m in {heavy!r} if m in sys.modules))
+"""
+
+
+def test_a_worker_without_cron_or_metrics_imports_neither() -> None:
+    """croniter is for cron schedules and prometheus_client for --metrics-port: a worker of
+    an app that has neither starts without importing them (nor the Avro libraries)."""
+    code = WORKER_PROBE.format(heavy=["croniter", "prometheus_client", "fastavro", "avro"])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
