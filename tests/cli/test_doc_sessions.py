@@ -65,7 +65,9 @@ def sessions() -> list[Session]:
 
 RUN = {
     ("cli.md", "Errors and exit codes", 0): "test_input_errors_print_what_cli_md_shows",
-    ("cli.md", "runnel send", 0): "test_send_prints_the_id_as_cli_md_shows",
+    ("cli.md", "runnel send", 0): "test_a_session_of_the_example_app",
+    ("cli.md", "runnel processor reset", 0): "test_a_session_of_the_example_app",
+    ("cli.md", "runnel status", 2): "test_a_session_of_the_example_app",
 }
 RUN_ELSEWHERE = {
     ("cli.md", "runnel table", 0): "tests/cli/test_cli_tables.py",
@@ -77,12 +79,10 @@ ILLUSTRATIVE = {
     ("cli.md", "Several processes: --processes", 0),
 }
 NOT_RUN_YET = {
-    ("cli.md", "runnel processor reset", 0),
     ("cli.md", "runnel processor skip", 0),
     ("cli.md", "runnel dead list", 0),
     ("cli.md", "runnel status", 0),
     ("cli.md", "runnel status", 1),
-    ("cli.md", "runnel status", 2),
     ("cli.md", "runnel jobs info", 0),
     ("cli.md", "runnel jobs info", 1),
     ("cli.md", "runnel jobs info", 2),
@@ -161,9 +161,7 @@ NOT_HERE = {
 plays the same refusal on a real server of its own."""
 
 
-def play(
-    key: tuple[str, str, int], cwd: Path, redis_url: str
-) -> list[tuple[list[str], str, str]]:
+def play(key: tuple[str, str, int], cwd: Path, redis_url: str) -> list[tuple[list[str], str, str]]:
     played = []
     for env, args, shown in steps(session(key).body):
         if env.get("RUNNEL_REDIS_URL") in NOT_HERE or "avro" in shown.split("\n")[0]:
@@ -183,8 +181,15 @@ def test_input_errors_print_what_cli_md_shows(tmp_path: Path, redis_url: str) ->
         assert printed == shown, args
 
 
-def test_send_prints_the_id_as_cli_md_shows(redis_url: str) -> None:
-    for args, shown, printed in play(("cli.md", "runnel send", 0), ROOT, redis_url):
+EXAMPLE = sorted(k for k, test in RUN.items() if test == "test_a_session_of_the_example_app")
+
+
+@pytest.mark.parametrize("key", EXAMPLE, ids=lambda k: f"{k[0]}:{k[1]}:{k[2]}")
+def test_a_session_of_the_example_app(key: tuple[str, str, int], redis_url: str) -> None:
+    """Sessions on examples/orders.py, run from the repository's root as the docs do."""
+    played = play(key, ROOT, redis_url)
+    assert played
+    for args, shown, printed in played:
         assert printed == shown, args
 
 
