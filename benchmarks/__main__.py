@@ -1,5 +1,5 @@
 """``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|limits|metrics|
-tracing|state|codecs|profile|spark|cluster] [--events N]``
+tracing|state|codecs|profile|spark|cluster|startup] [--events N]``
 
 Without a name, the whole suite (throughput, latency, memory, scaling) against one private
 redis-server, then one table: every figure next to a plain redis-py loop doing the same
@@ -65,12 +65,21 @@ def load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument(
-        "which", nargs="?", choices=[*SUITE, *OTHERS, "codecs", "profile", "spark", "cluster"]
+        "which",
+        nargs="?",
+        choices=[*SUITE, *OTHERS, "codecs", "profile", "spark", "cluster", "startup"],
     )
     parser.add_argument("case", nargs="?", help="profile: records or take")
     parser.add_argument("--events", type=int, help="backlog or events (each has a default)")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per throughput figure")
+    parser.add_argument(
+        "--rounds", type=int, help="runs per throughput figure (3), or per start-up figure (10)"
+    )
     args = parser.parse_args()
+    if args.which == "startup":  # fresh processes of the command line (benchmarks/startup.py)
+        from benchmarks import startup
+
+        startup.run(args.rounds or 10)
+        return
     if args.which == "codecs":
         from benchmarks import codecs
 
@@ -103,7 +112,7 @@ def main() -> None:
         for run in chosen.values():
             # --events is each benchmark's own size; for the whole suite, throughput's.
             events = args.events if args.which or run is throughput.run else None
-            rows += run(url, events=events, rounds=args.rounds)
+            rows += run(url, events=events, rounds=args.rounds or 3)
         print()
         print(table(rows, baseline))
         print(f"\n{load()} (1, 5, 15 min)")

@@ -96,7 +96,21 @@ def test_no_password(locked_server: Server, project: Path) -> None:
         cwd=project,
         env=env_with(f"redis://127.0.0.1:{locked_server.port}/0"),
     )
-    assert_one_line_error(done, "authentication failed", "NOAUTH")
+    err = assert_one_line_error(done, "authentication failed", "requires a password")
+    assert "HELLO" not in err and "NOAUTH" not in err, err  # Redis's raw reply, translated
+
+
+def test_no_password_stops_the_worker_with_one_clear_line(
+    locked_server: Server, project: Path
+) -> None:
+    env = env_with(f"redis://127.0.0.1:{locked_server.port}/0")
+    with WorkerProcess(APP, project, env) as worker:
+        code = worker.proc.wait(60)
+        output = worker.output
+    assert code == REFUSED
+    errors = [line for line in output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "requires a password and the URL gives none" in errors[0], output
+    assert "HELLO" not in output and "Traceback" not in output, output
 
 
 def test_worker_with_wrong_password_stops(locked_server: Server, project: Path) -> None:

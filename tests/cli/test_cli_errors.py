@@ -208,7 +208,9 @@ def test_module_importing_a_prefix_named_missing_module_names_it(project: Projec
 @pytest.mark.parametrize("chosen", ["nosuch", "a,nosuch", "nosuch,b"])
 def test_worker_unknown_processor(project: Project, chosen: str) -> None:
     done = project.run("worker", APP, "--processors", chosen)
-    assert_one_line_error(done, "nosuch")
+    err = assert_one_line_error(done, "nosuch")
+    # The processors are named as declared (and as --processors takes them), not by id.
+    assert err.endswith(f"(app {project.app_name} has: a, b)"), err
     assert_nothing_sent(project)
 
 

@@ -206,3 +206,19 @@ def test_cli_md_synopsis_names_every_command() -> None:
     synopsis = "```" + text.split("```", 2)[1] + "```"
     shown = {path for line in runnel_lines(synopsis) for path in resolve(line.split()[1:])[0]}
     assert sorted(set(leaves()) - shown) == []
+
+
+def test_cli_md_synopsis_names_every_flag() -> None:
+    """Each command's line in the synopsis shows every option its --help lists."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    synopsis = "```" + text.split("```", 2)[1] + "```"
+    shown: dict[tuple[str, ...], set[str]] = {}
+    for line in runnel_lines(synopsis):
+        paths, rest = resolve(line.split()[1:])
+        for path in paths:
+            shown.setdefault(path, set()).update(re.findall(r"--[a-z][a-z0-9-]*", " ".join(rest)))
+    missing = {
+        " ".join(leaf): sorted(flags_of(leaf) - shown.get(leaf, set()) - {"--help"})
+        for leaf in leaves()
+    }
+    assert {k: v for k, v in missing.items() if v} == {}

@@ -256,7 +256,7 @@ def test_acknowledgement_lost_before_going_idle_is_sent_again(
     cluster.send(1)  # processed, then acknowledged as its partition goes idle
     wait_for(proxy.dropped.is_set, 30, interval=0.01)
     cluster.wait_all_seen()
-    assert "acknowledging 1 events" in worker.output, worker.output
+    assert "acknowledging 1 event failed" in worker.output, worker.output
     # Kept and sent again: nothing stays pending.
     wait_for(lambda: cluster.total_pending() == 0, 10)
     cluster.check_settled([worker])

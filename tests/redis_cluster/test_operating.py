@@ -264,10 +264,10 @@ def test_job_admin_commands(spread: SpreadApp) -> None:
 
     replayed = spread.run("jobs", "dead", "replay", spread.target("app"), "--id", "d1")
     assert replayed.returncode == 0, replayed.stderr
-    assert "replayed 1 dead jobs" in replayed.stdout
+    assert "replayed 1 dead job" in replayed.stdout
     after = info()
     assert (after["queued"], after["dead"]) == (1, 1)
     purged = spread.run("jobs", "dead", "purge", spread.target("app"), "--yes")
     assert purged.returncode == 0, purged.stderr
-    assert "purged 1 dead jobs" in purged.stdout
+    assert "purged 1 dead job" in purged.stdout
     assert info()["dead"] == 0

@@ -266,3 +266,33 @@ def test_a_policy_that_never_forwards_is_warned_about_and_no_other(
             "given up under ExceptionPolicy.IGNORE (or RETRY with fallback IGNORE), and the "
             f"policy is {warned}"
         ]
+
+
+async def test_a_letter_names_its_partition_the_same_way_on_every_store(
+    store_url: str, app_name: str
+) -> None:
+    """``partition`` is runnel 0.1's name, ``__strm:{app}.{stream}.{n}``, on memory:// as
+    on Redis; ``runnel dead`` finds the partition from it (and from the store's own key,
+    which letters written on memory:// before carried)."""
+    from runnel.admin.dead_letters import Selection, stream_dead_letters
+    from runnel.testing import run
+
+    app = make_app(app_name, "memory://")
+    orders = app.stream("orders", record=Order, partition_by="order_id", partition_count=4)
+    dlq = DeadLetterMiddleware(source=orders)
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE, middleware=[dlq])
+    async def proc(events):
+        async for _ in events.records():
+            raise Boom("no")
+
+    async with run(app, store=store_url) as t:
+        await orders.send(Order(order_id=7, amount=1))
+        await t.processed()
+        (dead,) = await t.events(dlq.sink)
+        number = orders.partition_for(Order(order_id=7, amount=1)).number
+        assert isinstance(dead, Dead)
+        assert dead.partition == f"__strm:{app_name}.orders.{number}"
+        await dlq.sink.send(dead.model_copy(update={"partition": orders.partitions[number].key}))
+        letters = await stream_dead_letters(Selection(orders, None, None, None, None))
+        assert [x.partition.number if x.partition else None for x in letters] == [number] * 2

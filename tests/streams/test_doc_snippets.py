@@ -13,10 +13,20 @@ A block whose first line is a comment naming a file (``# shop/streams.py: ...``,
 project. Blocks that are parts of a larger example carry no marker. Every block that
 calls itself a test module (``# test_*.py``) must be marked. The examples run against
 ``memory://`` or a redis-server they start themselves.
+
+Every other block is compiled (``await`` at the top level allowed; of a ``>>>`` session,
+its input lines): a part of a larger example, or one that needs the reader's Redis and
+app around it, must still be valid Python. One that cannot be (pseudo-code) is marked
+
+    <!-- test: illustrative -->
+
+and listed in ``ILLUSTRATIVE`` below, so that a new block is checked by default.
+The console sessions (``$ runnel ...``) are played by tests/cli/test_doc_sessions.py.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -59,15 +69,47 @@ def snippets() -> list[Snippet]:
     return found
 
 
-MARKED = [s for s in snippets() if s.how]
+MARKED = [s for s in snippets() if s.how in ("run", "pytest")]
+ILLUSTRATIVE: set[tuple[str, str]] = set()
+"""(page, first line) of the Python blocks marked illustrative: none today."""
+COMPILED = [s for s in snippets() if s.how is None]
 
 
 def test_markers_are_known_and_each_is_followed_by_a_python_block() -> None:
+    """run and pytest mark Python blocks; illustrative marks a Python block or a console
+    session (tests/cli/test_doc_sessions.py)."""
     for page in PAGES:
         text = page.read_text()
-        markers = re.findall(r"<!-- test: (.*?) -->", text)
-        assert set(markers) <= {"run", "pytest"}, (page.name, markers)
-        assert len(markers) == sum(1 for s in MARKED if s.page == page), page.name
+        markers = re.findall(r"<!-- test: (.*?) -->\n```python\n", text)
+        assert set(markers) <= {"run", "pytest", "illustrative"}, (page.name, markers)
+        marked = [s for s in snippets() if s.how and s.page == page]
+        assert len(markers) == len(marked), page.name
+        others = re.findall(r"<!-- test: (.*?) -->\n(?!```python\n)", text)
+        assert set(others) <= {"illustrative"}, (page.name, others)
+        assert len(others) == len(re.findall(r"<!-- test: illustrative -->\n```\w*\n", text))
+
+
+def test_the_illustrative_blocks_are_the_listed_ones() -> None:
+    found = {(s.page.name, s.code.split("\n", 1)[0]) for s in snippets()}
+    marked = {
+        (s.page.name, s.code.split("\n", 1)[0]) for s in snippets() if s.how == "illustrative"
+    }
+    assert marked == ILLUSTRATIVE
+    assert ILLUSTRATIVE <= found
+
+
+def source_of(snippet: Snippet) -> str:
+    """The block as Python: of a ``>>>`` session, its input lines."""
+    if not snippet.code.startswith(">>> "):
+        return snippet.code
+    lines = snippet.code.splitlines()
+    return "\n".join(line[4:] for line in lines if line.startswith((">>> ", "... "))) + "\n"
+
+
+@pytest.mark.parametrize("snippet", COMPILED, ids=lambda s: s.id)
+def test_every_other_block_is_valid_python(snippet: Snippet) -> None:
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    compile(source_of(snippet), snippet.id, "exec", flags=flags, dont_inherit=True)
 
 
 def test_every_test_module_of_the_docs_is_marked() -> None:

@@ -63,3 +63,14 @@ def test_the_virtual_environment_is_neither_linted_nor_collected() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'testpaths = ["tests"]' in pyproject
     assert "\nexclude = [" not in pyproject.split("[tool.ruff]", 1)[1].split("\n[", 1)[0]
+
+
+def test_the_quick_subset_the_readme_offers_exists() -> None:
+    """The README says what the full suite costs and offers `hatch run test-quick` beside
+    it: a script of hatch.toml's default environment."""
+    import tomllib
+
+    readme = README.read_text()
+    assert "about 40 minutes" in readme and ".venv/bin/hatch run test-quick" in readme
+    scripts = tomllib.loads((ROOT / "hatch.toml").read_text())["envs"]["default"]["scripts"]
+    assert all(c.startswith("python -m pytest tests/") for c in scripts["test-quick"])

@@ -198,3 +198,20 @@ async def test_a_cancellation_turned_into_an_error_stays_a_cancellation() -> Non
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+def test_noauth_is_translated_into_what_to_do() -> None:
+    """Redis's NOAUTH reply to HELLO names a protocol detail; the error names the fix (on
+    a single server and, through the same function, on a Cluster)."""
+    from runnel_redis.errors import translate
+
+    raw = (
+        "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+        "HELLO AUTH <user> <pass> option can be used to authenticate the client"
+    )
+    found = translate(raw, "default")
+    assert isinstance(found, AccessDenied)
+    assert str(found) == (
+        "authentication failed for user 'default': the server requires a password and the "
+        "URL gives none (redis://USER:PASSWORD@HOST:PORT/DB)"
+    )

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from runnel.commands import load, load_plugins, plugin_option, run
-from runnel.stream import Stream
-from runnel_avro.compatibility import Compatibility, DamagedSchema, problems
-from runnel_avro.serializer import AvroSerializer
+
+if TYPE_CHECKING:
+    from runnel.stream import Stream
+    from runnel_avro.serializer import AvroSerializer
+
+# avro, fastavro and the app's classes are imported when a command runs, not with this
+# module: the plugin adds it to every `runnel` command line.
 
 
 @click.group()
@@ -19,6 +24,9 @@ def avro() -> None:
 
 
 def _serializer(target: str) -> tuple[Stream, AvroSerializer]:
+    from runnel.stream import Stream
+    from runnel_avro.serializer import AvroSerializer
+
     stream = load(target, Stream)
     serializer = stream.serializer
     if not isinstance(serializer, AvroSerializer):
@@ -70,6 +78,8 @@ def check(target: str, plugins: tuple[str, ...]) -> None:
     Exits 1 naming each field at fault if producing or consuming with this code would be
     refused: run it before deploying a change to a record.
     """
+    from runnel_avro.compatibility import Compatibility, DamagedSchema, problems
+
     load_plugins(plugins)
     stream, serializer = _serializer(target)
     store = stream.app.store.schema_store(stream.app.name, stream.name)

@@ -1,8 +1,11 @@
-"""The runnel-avro plugin: the ``avro`` serializer and the ``runnel avro`` commands."""
+"""The runnel-avro plugin: the ``avro`` serializer and the ``runnel avro`` commands.
+
+Every ``runnel`` command loads the plugins; fastavro is imported only when a stream uses
+the serializer, so that the others do not wait for it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runnel.plugins import hookimpl
 
@@ -14,18 +17,15 @@ if TYPE_CHECKING:
     from runnel_avro.serializer import AvroSerializer
 
 
-def avro_serializer(compressor: Compressor | None = None) -> AvroSerializer:
-    """The serializer, imported when first asked for: every installed plugin is loaded as
-    soon as any serializer is resolved, and a worker that never uses Avro should not pay
-    for importing fastavro at its start."""
+def _avro(compressor: Compressor | None = None, **options: Any) -> AvroSerializer:
     from runnel_avro.serializer import AvroSerializer
 
-    return AvroSerializer(compressor=compressor)
+    return AvroSerializer(compressor, **options)
 
 
 @hookimpl
 def runnel_serializers(register: RegisterSerializer) -> None:
-    register("avro", avro_serializer)
+    register("avro", _avro)
 
 
 @hookimpl

@@ -1,17 +1,62 @@
-"""Runnel: partitioned, ordered, at-least-once event processing on Redis Streams."""
+"""Runnel: partitioned, ordered, at-least-once event processing on Redis Streams.
 
-from runnel.app import App
-from runnel.exceptions import Misconfigured, RunnelError
-from runnel.interfaces import Compressor, Middleware, Serializer
-from runnel.jobs.workflow import chain, chord, group
-from runnel.processing.events import Events
-from runnel.record import Record
-from runnel.stream import Stream
-from runnel.tables import Window, WindowClosed
-from runnel.types import Event, ExceptionPolicy, Partition
-from runnel.worker import Worker
+The names below are imported on first use (PEP 562), not with the package: ``runnel
+--help`` and every ``runnel`` command import ``runnel`` first, and an app's classes pull
+in pydantic, the job queue and the codecs, which a command may never need."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0.dev0"
+
+_WHERE = {
+    "App": "runnel.app",
+    "Compressor": "runnel.interfaces",
+    "Event": "runnel.types",
+    "Events": "runnel.processing.events",
+    "ExceptionPolicy": "runnel.types",
+    "Middleware": "runnel.interfaces",
+    "Misconfigured": "runnel.exceptions",
+    "Partition": "runnel.types",
+    "Record": "runnel.record",
+    "RunnelError": "runnel.exceptions",
+    "Serializer": "runnel.interfaces",
+    "Stream": "runnel.stream",
+    "Window": "runnel.tables",
+    "WindowClosed": "runnel.tables",
+    "Worker": "runnel.worker",
+    "chain": "runnel.jobs.workflow",
+    "chord": "runnel.jobs.workflow",
+    "group": "runnel.jobs.workflow",
+}
+
+if TYPE_CHECKING:
+    from runnel.app import App
+    from runnel.exceptions import Misconfigured, RunnelError
+    from runnel.interfaces import Compressor, Middleware, Serializer
+    from runnel.jobs.workflow import chain, chord, group
+    from runnel.processing.events import Events
+    from runnel.record import Record
+    from runnel.stream import Stream
+    from runnel.tables import Window, WindowClosed
+    from runnel.types import Event, ExceptionPolicy, Partition
+    from runnel.worker import Worker
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'runnel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # found once; later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     "App",

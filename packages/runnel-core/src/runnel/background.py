@@ -62,7 +62,7 @@ class BackgroundTask:
             assert self.interval is not None
             return self.interval
         assert self.spec is not None
-        from croniter import croniter
+        from croniter import croniter  # only apps with crontab tasks need it
 
         nxt = croniter(self.spec, now).get_next(datetime)
         # Subtract in UTC: two datetimes sharing a ZoneInfo subtract in wall-clock time,

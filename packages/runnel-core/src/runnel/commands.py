@@ -4,21 +4,22 @@ coroutine against an app's store with every failure turned into one line."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import traceback
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from pydantic import ValidationError
 
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
 from runnel.imports import import_object
 from runnel.plugins.manager import load_plugin
 from runnel.services import Services
 from runnel.urls import redact
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,6 +52,8 @@ def load_plugins(plugins: tuple[str, ...]) -> None:
 
 def load(target: str, kind: type[T]) -> T:
     """Import ``MODULE:NAME`` and check it is an App, Stream, processor or job."""
+    from pydantic import ValidationError  # here: pydantic is slow to import, --help skips it
+
     try:
         obj = import_object(target)
     except RunnelError as exc:
@@ -158,6 +161,8 @@ def run(coro: Coroutine[Any, Any, T], app: Services) -> T:
 
     Refused on a store that lives inside one process (``memory://``): this process
     would see an empty store of its own, not the workers'."""
+    import asyncio  # here: plugins import this module with every command, --help too
+
     try:
         shared = app.store.shared
     except Exception as exc:

@@ -15,3 +15,9 @@ def runs(numbers: Iterable[int]) -> str:
         else:
             spans.append([n, n])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 dead letter``, ``2 dead letters``: a count with its noun agreeing, so that no
+    message reads "1 dead letters"; ``many`` for nouns not made plural by an ``s``."""
+    return f"{count} {word if count == 1 else many or word + 's'}"

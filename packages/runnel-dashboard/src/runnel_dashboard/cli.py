@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import socket
+from typing import TYPE_CHECKING
 
 import click
 
-from runnel.app import App
 from runnel.commands import failure, load, load_plugins, plugin_option, run
 from runnel.exceptions import Unavailable
-from runnel_dashboard.snapshot import snapshot
+
+if TYPE_CHECKING:
+    from runnel.app import App
+
+# The app's classes and the page's code are imported when the command runs: the plugin
+# adds it to every `runnel` command line.
 
 
 @click.command()
@@ -58,6 +62,8 @@ def dashboard(
     from runnel_dashboard.server import Options, create_app
 
     load_plugins(plugins)
+    from runnel.app import App
+
     app = load(target, App)
     away = run(_first_look(app), app)  # refused credentials: one Error: line, exit 1
     sock = _listen(host, port)
@@ -74,6 +80,8 @@ def dashboard(
         create_app(app, options), log_level="warning", access_log=False, lifespan="on"
     )
     server = uvicorn.Server(config)
+    import asyncio
+
     try:
         asyncio.run(server.serve(sockets=[sock]))
     except KeyboardInterrupt:
@@ -88,6 +96,8 @@ async def _first_look(app: App) -> str | None:
     for ``run`` to make one line). A Redis that does not answer does not: the page
     reports it until it does, so this returns what to warn about."""
     try:
+        from runnel_dashboard.snapshot import snapshot
+
         await snapshot(app)
     except Unavailable as exc:
         return failure(app, exc)

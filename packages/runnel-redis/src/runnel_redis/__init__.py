@@ -1,6 +1,24 @@
 """Runnel's Redis Streams transport (``redis://``, ``rediss://``, ``unix://``) and an
-embedded development server (``redis+embedded://``)."""
+embedded development server (``redis+embedded://``).
 
-from runnel_redis.transport import RedisTransport
+``RedisTransport`` is imported on first use (PEP 562): every ``runnel`` command loads this
+plugin, and redis-py is slow to import."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runnel_redis.transport import RedisTransport
+
+
+def __getattr__(name: str) -> Any:
+    if name != "RedisTransport":
+        raise AttributeError(f"module 'runnel_redis' has no attribute {name!r}")
+    from runnel_redis.transport import RedisTransport
+
+    globals()[name] = RedisTransport
+    return RedisTransport
+
 
 __all__ = ["RedisTransport"]

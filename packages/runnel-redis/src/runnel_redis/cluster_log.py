@@ -24,6 +24,7 @@ from redis.exceptions import ResponseError
 
 from runnel.store.log import Fields, PartitionId
 from runnel.store.synclog import Entries, Extent, PartlyAppended, next_id
+from runnel.text import plural
 from runnel.urls import redact
 from runnel_redis import scripts
 from runnel_redis.layout import Cluster
@@ -161,7 +162,8 @@ class ClusterLog(KeyedLog):
             ("EVAL", scripts.APPEND, *self._append_keys(partition, drop_oldest), *args)
             for partition, args in groups.items()
         ]
-        what = f"appending {len(entries)} entries to {len(groups)} partitions"
+        what = f"appending {plural(len(entries), 'entry', 'entries')} to "
+        what += plural(len(groups), "partition")
         if self.wait_replicas:
             cluster = self.cluster
             nodes = [cluster.get_node_from_key(self._key(p)) for p in groups]

@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import redis
-
 from runnel.exceptions import Misconfigured
 from runnel.urls import redact
 
@@ -152,6 +150,8 @@ def start_server(
 
 def _answers(port: int, directory: Path) -> bool:
     """True if a redis-server on ``port`` answers and keeps its files in ``directory``."""
+    import redis  # here: `runnel embedded status|stop` and --help do without it
+
     try:
         client = redis.Redis(
             host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1

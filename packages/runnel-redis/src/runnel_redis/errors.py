@@ -45,6 +45,15 @@ def translate(response: str, user: str) -> Exception | None:
     """Our exception for an error reply, or None to leave it to redis-py."""
     code = response.split(" ", 1)[0]
     reply = " ".join(response.split())
+    if code == "NOAUTH":
+        # Redis's own text ("HELLO must be called with the client already authenticated,
+        # otherwise the HELLO AUTH ...") names a protocol detail, not what to do about it.
+        return RedisAccessDenied(
+            f"authentication failed for user '{user}': the server requires a password and "
+            "the URL gives none (redis://USER:PASSWORD@HOST:PORT/DB)",
+            user,
+            "AUTH",
+        )
     if code in _AUTH_CODES or response == "ERR invalid password":
         return RedisAccessDenied(f"authentication failed for user '{user}' ({reply})", user, "AUTH")
     if code == "NOPERM" or "can't run this command or subcommand" in response:

@@ -18,11 +18,11 @@ import click
 
 from runnel.commands import load, load_plugins, plugin_option, run
 from runnel.exceptions import AccessDenied, Misconfigured
-from runnel.store.backend import admin_of
-from runnel.stream import Stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from runnel.stream import Stream
 
 FORMATS = ("parquet", "json", "csv")
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -81,6 +81,8 @@ def export(
     """Write the events of MODULE:STREAM to OUT (a directory of parquet, JSON or CSV files),
     one row per event: the record's fields plus _partition, _id and _timestamp."""
     load_plugins(plugins)
+    from runnel.stream import Stream  # here: the plugin adds `spark` to every command line
+
     stream = load(target, Stream)
     fmt = fmt or _format_of(out)
     _check_store(stream)
@@ -123,6 +125,8 @@ def import_(
     from runnel_spark.checking import check_rows
 
     load_plugins(plugins)
+    from runnel.stream import Stream  # here: the plugin adds `spark` to every command line
+
     stream = load(target, Stream)
     if not os.path.exists(source):
         raise click.ClickException(f"cannot read {source}: no such file or directory")
@@ -149,6 +153,8 @@ def import_(
 def _check_store(stream: Stream) -> None:
     """Before Spark starts, which takes seconds: Redis must answer and take the app's
     credentials, found out first as every other command does, in one line."""
+
+    from runnel.store.backend import admin_of
 
     async def look() -> None:
         try:

@@ -16,9 +16,11 @@ from runnel.admin.declarations import Declarations
 from runnel.admin.jobs import iso
 from runnel.exceptions import RunnelError
 from runnel.jobs.model import DeadLetter
+from runnel.middleware.dead_letter import letter_partition
 from runnel.store.backend import admin_of
 from runnel.store.log import PartitionId
 from runnel.stream import DATA, Stream
+from runnel.text import plural
 from runnel.types import Partition
 
 PAGE = 500
@@ -144,7 +146,10 @@ def _parse(stream: Stream, sink_id: bytes, fields: dict[bytes, bytes]) -> Stream
         except Exception:  # user data that no longer decodes: no partition then
             partition = None
         return StreamDeadLetter(sink_id, partition, None, stored_at, "", dict(fields))
+    # 0.1's name, written on every store; the store's own key, which letters written on
+    # memory:// or a Cluster before the name was fixed carry.
     by_key = {p.key: p for p in stream.partitions}
+    by_key.update({letter_partition(p): p for p in stream.partitions})
     text = {k.decode(): v.decode(errors="replace") for k, v in fields.items() if k != DATA}
     try:
         failed_at = datetime.fromisoformat(text.get("failed_at", ""))
@@ -169,7 +174,7 @@ async def replay_stream_dead_letters(selection: Selection) -> int:
     lost = [x for x in letters if x.partition is None]
     if lost:
         raise RunnelError(
-            f"{len(lost)} dead letters name no partition of {stream.name} "
+            f"{plural(len(lost), 'dead letter')} of {stream.name} name no partition of it "
             f"(first {lost[0].id.decode()}); nothing replayed"
         )
     admin = admin_of(stream.app.store)

@@ -2,25 +2,114 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import click
 
 from runnel import __version__, commands
-from runnel.cli.acl import acl
-from runnel.cli.dead import dead
-from runnel.cli.jobs import jobs
 from runnel.cli.missing import avro, dashboard, spark
-from runnel.cli.plugins import plugins
-from runnel.cli.processor import processor
-from runnel.cli.send import send, sendmany
-from runnel.cli.status import status
-from runnel.cli.table import table
-from runnel.cli.worker import worker
 from runnel.commands import load_plugins, plugin_option
 
+LAZY: dict[str, tuple[str, str]] = {
+    "acl": (
+        "runnel.cli.acl",
+        "Print the commands that give the store user USER exactly the keys and commands the "
+        "app needs (every feature: streams, processors, tables, jobs, the dashboard, the "
+        "CLI, Spark), one a line, for the store's own client (redis-cli). The password is a "
+        "placeholder, PASSWORD, to replace; a password in the URL is never printed.",
+    ),
+    "dead": (
+        "runnel.cli.dead",
+        "List, replay or purge a stream's dead letters (DeadLetterMiddleware's sink).",
+    ),
+    "jobs": (
+        "runnel.cli.jobs",
+        "The app's job queue: counts, one job, dead letters; enqueue or cancel a job.",
+    ),
+    "plugins": (
+        "runnel.cli.plugins",
+        "List every loaded plugin: where it came from and what it provides.",
+    ),
+    "processor": (
+        "runnel.cli.processor",
+        "Inspect or change a processor's position in its stream, or its quarantines.",
+    ),
+    "send": (
+        "runnel.cli.send",
+        "Send one event, given as a JSON object, to the stream MODULE:STREAM.",
+    ),
+    "sendmany": (
+        "runnel.cli.send",
+        "Send the events of a JSON-lines file (one JSON object per line; - for stdin).",
+    ),
+    "status": (
+        "runnel.cli.status",
+        "Show each processor's workers, the partitions each owns, the leader, and each "
+        "partition's lag (events not yet delivered), pending (delivered, not acknowledged) "
+        "and state: owned, unowned, or QUARANTINED with the id of the event it stopped on, "
+        'then "lost N" if N events were trimmed before the processor read them; and the '
+        "length of each partition of a stream no processor reads.",
+    ),
+    "table": (
+        "runnel.cli.table",
+        "Look at tables: their keys per partition, one key's value, every entry.",
+    ),
+    "worker": (
+        "runnel.cli.worker",
+        "Run a worker for the app MODULE:APP until SIGINT/SIGTERM: its processors, its job "
+        "queue and its background tasks.",
+    ),
+}
+"""Runnel's own commands: the module each is in, and the start of its help, enough for
+``runnel --help`` to list it without importing it (tests/unit/test_cli_lazy.py checks
+both). A command's module is imported when it runs or shows its own help."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """The ``runnel`` group: its own commands are imported on first use, so that ``runnel
+    --help`` and every command start without importing the others (pydantic, the job
+    queue and the admin code take most of a second to import on a small machine)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, str]] = dict(LAZY)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module = importlib.import_module(self.lazy.pop(cmd_name)[0])
+            super().add_command(getattr(module, cmd_name), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(cmd, name)
+        self.lazy.pop(name or cmd.name or "", None)  # a plugin's command of the same name wins
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in self.lazy:
+                # Shortened by click's own rule, as the command's help would be.
+                text = click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)
+            else:
+                command = self.commands[name]
+                if command.hidden:
+                    continue
+                text = command.get_short_help_str(limit)
+            rows.append((name, text))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runnel")
 @plugin_option
 @click.option("--traceback", "show_stack", is_flag=True, help="Print the whole stack of any error.")
@@ -41,16 +130,6 @@ def _plugin_args(argv: list[str]) -> list[str]:
     return found
 
 
-cli.add_command(worker)
-cli.add_command(send)
-cli.add_command(sendmany)
-cli.add_command(processor)
-cli.add_command(status)
-cli.add_command(plugins)
-cli.add_command(jobs)
-cli.add_command(dead)
-cli.add_command(table)
-cli.add_command(acl)
 # Replaced by the plugins' own commands where those are installed.
 cli.add_command(avro)
 cli.add_command(spark)

@@ -23,6 +23,7 @@ from runnel.admin.dead_letters import (
 )
 from runnel.commands import load, load_plugins, plugin_option, run, yes_option
 from runnel.stream import Stream
+from runnel.text import plural
 
 
 @click.group()
@@ -106,7 +107,7 @@ def list_(
     letters = run(stream_dead_letters(selection), selection.stream.app)
     for line in _lines(letters):
         click.echo(line)
-    click.echo(f"{len(letters)} dead letters", err=True)
+    click.echo(plural(len(letters), "dead letter"), err=True)
 
 
 @dead.command()
@@ -127,7 +128,7 @@ def replay(
     selection = _select(target, since, until, number, text)
     stream = selection.stream
     count = run(replay_stream_dead_letters(selection), stream.app)
-    click.echo(f"replayed {count} dead letters to {stream.name}")
+    click.echo(f"replayed {plural(count, 'dead letter')} to {stream.name}")
 
 
 @dead.command()
@@ -151,8 +152,8 @@ def purge(
         click.echo("no dead letters to purge")
         return
     if not yes and not click.confirm(
-        f"delete {len(letters)} dead letters of {stream.name} for good?", err=True
+        f"delete {plural(len(letters), 'dead letter')} of {stream.name} for good?", err=True
     ):
         raise click.ClickException("nothing purged")
     count = run(purge_stream_dead_letters(selection, letters), stream.app)
-    click.echo(f"purged {count} dead letters of {stream.name}")
+    click.echo(f"purged {plural(count, 'dead letter')} of {stream.name}")

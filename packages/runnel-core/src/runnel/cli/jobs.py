@@ -37,6 +37,7 @@ from runnel.jobs.model import (
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.jobs.result import current_progress
 from runnel.plugins.instruments import finish, instruments
+from runnel.text import plural
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
@@ -438,7 +439,7 @@ def replay(
         letters = await _chosen(app, job_name, job_ids)
         return await app.job_store.replay(letters, app.clock.now())
 
-    click.echo(f"replayed {run(go(), app)} dead jobs")
+    click.echo(f"replayed {plural(run(go(), app), 'dead job')}")
 
 
 @dead.command()
@@ -461,8 +462,8 @@ def purge(
         click.echo("no dead jobs")
         return
     if not yes:
-        click.confirm(f"Purge {len(letters)} dead jobs of app {app.name}?", abort=True)
-    click.echo(f"purged {run(app.job_store.purge(letters), app)} dead jobs")
+        click.confirm(f"Purge {plural(len(letters), 'dead job')} of app {app.name}?", abort=True)
+    click.echo(f"purged {plural(run(app.job_store.purge(letters), app), 'dead job')}")
 
 
 def _excerpt(text: str) -> str:

@@ -12,6 +12,7 @@ from runnel.processor import Processor
 from runnel.store.backend import admin_of
 from runnel.store.coordination import Coordination
 from runnel.store.log import PartitionId
+from runnel.text import plural
 
 CLI_ID = "cli"
 """Who the control messages sent by these commands come from."""
@@ -90,7 +91,9 @@ def reset(
         return chosen
 
     chosen = run(reset_all(), proc.app)
-    click.echo(f"reset {proc.name} on {len(keys)} partitions of {proc.stream.name} to {start}")
+    click.echo(
+        f"reset {proc.name} on {plural(len(keys), 'partition')} of {proc.stream.name} to {start}"
+    )
     if chosen == "clear" and declared:
         click.echo(f"cleared tables {', '.join(declared)}")
 

@@ -14,7 +14,7 @@ from runnel.commands import describe, failure, load, load_plugins, plugin_option
 from runnel.exceptions import NotConnected, PartlySent, Unavailable
 from runnel.runtime.retry import cancel_and_wait
 from runnel.stream import Stream
-from runnel.text import runs
+from runnel.text import plural, runs
 
 CHUNK = 1000
 """Events per round trip for sendmany; each chunk is written atomically."""
@@ -93,7 +93,7 @@ def sendmany(target: str, source: str, plugins: tuple[str, ...]) -> None:
         # A second Ctrl-C, which ends the event loop: what is confirmed, and the chunk
         # whose reply it cut short (if any) as in doubt.
         raise click.ClickException(progress.interrupted()) from None
-    click.echo(f"sent {sent} events to {stream.name}", err=True)
+    click.echo(f"sent {plural(sent, 'event')} to {stream.name}", err=True)
 
 
 class _Progress:
@@ -108,7 +108,7 @@ class _Progress:
 
     def head(self, what: str) -> str:
         """``interrupted after sending 3000 of 12000 events``, or ``sending failed after``."""
-        return f"{what} {self.sent} of {len(self.records)} events"
+        return f"{what} {self.sent} of {plural(len(self.records), 'event')}"
 
     def interrupted(self, unanswered: str = "interrupted again before the reply to") -> str:
         """What Redis holds: confirmed, and (if a chunk is unanswered) the lines in doubt."""

@@ -10,6 +10,7 @@ import click
 from runnel.admin.status import QUARANTINED, status_report
 from runnel.app import App
 from runnel.commands import load, load_plugins, plugin_option, run
+from runnel.text import plural
 
 
 @click.command()
@@ -33,7 +34,7 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     for proc in report["processors"]:
         click.echo(
             f"\nprocessor {proc['name']}  (stream {proc['stream']}, "
-            f"{len(proc['partitions'])} partitions)"
+            f"{plural(len(proc['partitions']), 'partition')})"
         )
         if not proc["executors"]:
             click.echo("  no workers")
@@ -55,7 +56,8 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             )
     for stream in report["streams"]:
         click.echo(
-            f"\nstream {stream['name']}  (no processor, {len(stream['partitions'])} partitions)"
+            f"\nstream {stream['name']}  "
+            f"(no processor, {plural(len(stream['partitions']), 'partition')})"
         )
         click.echo("  partition   length")
         for p in stream["partitions"]:

@@ -118,9 +118,11 @@ def worker(
     if chosen:
         missing = [p for p in chosen if p not in app.processors]
         if missing:
+            # Named as they are declared: an id (``stream.name``) means nothing to a user.
+            names = ", ".join(dict.fromkeys(p.name for p in app.processors.values()))
             raise click.ClickException(
                 f"unknown processor(s): {', '.join(missing)} "
-                f"(app {app.name} has: {', '.join(app.processors) or 'none'})"
+                f"(app {app.name} has: {names or 'none'})"
             )
     if metrics_port is not None:
         app.settings.metrics_port = metrics_port

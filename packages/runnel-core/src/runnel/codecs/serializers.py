@@ -8,7 +8,6 @@ import enum
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import msgpack
 import orjson
 
 from runnel.interfaces import Compressor, Serializer
@@ -68,13 +67,18 @@ class MsgpackSerializer(Serializer):
     dump_mode = "python"
 
     def __init__(self, compressor: Compressor | None = None) -> None:
+        # Imported by the first msgpack serializer made, not with the built-in codecs,
+        # which every `runnel` command registers.
+        import msgpack
+
         self.compressor = compressor
+        self._msgpack = msgpack
 
     def dumps(self, value: Any) -> bytes:
-        return msgpack.packb(value, use_bin_type=True, default=_plain)
+        return self._msgpack.packb(value, use_bin_type=True, default=_plain)
 
     def loads(self, value: bytes) -> Any:
-        return msgpack.unpackb(value, raw=False)
+        return self._msgpack.unpackb(value, raw=False)
 
     def __repr__(self) -> str:
         return f"MsgpackSerializer(compressor={self.compressor!r})"

@@ -60,6 +60,7 @@ from runnel.runtime.retry import (
     retrying,
     until_stopped,
 )
+from runnel.text import plural
 
 if TYPE_CHECKING:
     from runnel.interfaces import Serializer
@@ -277,7 +278,11 @@ class JobExecutor:
         if not self._running:
             return
         running = list(self._running)
-        log.info("waiting up to %ss for %d running jobs", self.settings.grace_period, len(running))
+        log.info(
+            "waiting up to %ss for %s",
+            self.settings.grace_period,
+            plural(len(running), "running job"),
+        )
         _, late = await asyncio.wait(running, timeout=self.settings.grace_period)
         if late:
             log.warning(
@@ -381,11 +386,12 @@ class JobExecutor:
         kwargs: dict[str, Any],
     ) -> Outcome:
         """Call the job once and turn how it ended into an outcome."""
+        deadline: asyncio.Timeout | None = None
         try:
             if job.timeout is None:
                 value = await self._call(job, args, kwargs)
             else:
-                async with asyncio.timeout(job.timeout):
+                async with asyncio.timeout(job.timeout) as deadline:
                     value = await self._call(job, args, kwargs)
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -394,11 +400,13 @@ class JobExecutor:
             return self._failure(job, d, ErrorInfo("CancelledError", "the job was cancelled"))
         except TimeoutError as exc:
             info = _error_info(exc)
-            if not info.message and job.timeout is not None:
-                info = ErrorInfo(
-                    "TimeoutError", f"did not finish within {job.timeout}s", info.traceback
-                )
-            return self._failure(job, d, info)
+            if deadline is None or not deadline.expired():
+                return self._failure(job, d, info)  # the job's own TimeoutError
+            # Its own timeout: the stack only shows where asyncio cut it short, so the log
+            # gets one line (the stack at debug level); the stored error keeps it.
+            message = info.message or f"did not finish within {job.timeout}s"
+            info = ErrorInfo("TimeoutError", message, info.traceback)
+            return self._failure(job, d, info, stack=False)
         except Exception as exc:  # user code: the job failed, retried as it says
             return self._failure(job, d, _error_info(exc))
         self.done += 1
@@ -436,30 +444,37 @@ class JobExecutor:
         self._stuck -= 1
         self._slot.set()
 
-    def _failure(self, job: JobFunction[Any, Any], d: Delivery, error: ErrorInfo) -> Outcome:
+    def _failure(
+        self, job: JobFunction[Any, Any], d: Delivery, error: ErrorInfo, stack: bool = True
+    ) -> Outcome:
+        """A failed try: retried or dead. ``stack=False`` logs one line, and the traceback
+        only at debug level (a timeout's stack is asyncio's, not the job's news)."""
         self.failed += 1
         now = self.clock.now()
+        shown = f"\n{error.traceback}" if stack and error.traceback else ""
+        if not stack and error.traceback:
+            log.debug("job %s %s was stopped at:\n%s", job.name, d.id, error.traceback)
         if d.tries <= d.retries:
             delay = retry_delay(d.tries, self.settings.backoff_base, self.settings.backoff_cap)
             log.warning(
-                "job %s %s failed (try %d of %d), retrying in %.1fs: %s\n%s",
+                "job %s %s failed (try %d of %d), retrying in %.1fs: %s%s",
                 job.name,
                 d.id,
                 d.tries,
                 d.retries + 1,
                 delay,
                 error.one_line(),
-                error.traceback,
+                shown,
             )
             return Outcome("retry", d.ticket, d.id, now, error=error, due=now + delay)
         log.error(
-            "job %s %s failed (try %d of %d), giving up: %s\n%s",
+            "job %s %s failed (try %d of %d), giving up: %s%s",
             job.name,
             d.id,
             d.tries,
             d.retries + 1,
             error.one_line(),
-            error.traceback,
+            shown,
         )
         return self._dead(d, error, result=d.results)
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from runnel.exceptions import TransportError
 from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
+from runnel.text import plural
 
 if TYPE_CHECKING:
     from runnel.jobs.model import Outcome
@@ -91,7 +92,7 @@ class Finisher:
             except TransportError as exc:
                 reraise_if_cancelled(exc)
                 self._pending = batch + self._pending
-                outage.failed(f"recording {len(batch)} job outcomes", exc)
+                outage.failed(f"recording {plural(len(batch), 'job outcome')}", exc)
                 await backoff.sleep()
                 continue
             finally:

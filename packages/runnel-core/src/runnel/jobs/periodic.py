@@ -78,11 +78,12 @@ class Cron:
         """The schedule, checked: ``ValueError`` with one clear line if it cannot work."""
         if not isinstance(spec, str) or not spec.strip():
             raise ValueError(f"cron must be a cron expression such as '*/5 * * * *', not {spec!r}")
+        from croniter import CroniterError, croniter  # only apps with cron jobs need it
+
         zone = UTC if timezone is None else zone_of(timezone)
         chosen = "run_once" if missed is None else missed
         if chosen not in MISSED:
             raise ValueError(f"missed must be 'run_once' or 'skip', not {missed!r}")
-        from croniter import CroniterError, croniter
 
         try:
             croniter(spec, datetime.now(zone))

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runnel.exceptions import Misconfigured, TransportError
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.metrics import stats
-from runnel.metrics.server import Server, serve, supervised
+from runnel.metrics.server import Server, serve
+from runnel.metrics.switch import supervised
 from runnel.runtime.retry import Stopped, reraise_if_cancelled, until_stopped
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from runnel.metrics.stats import WorkerStats
     from runnel.processing.executor import Executor
     from runnel.services import Services
-    from runnel.settings import Settings
     from runnel.store.log import PartitionId
 
 log = logging.getLogger("runnel.metrics")
@@ -38,11 +38,6 @@ FLUSH_INTERVAL = 1.0
 """Seconds between flushes of the counters into Prometheus."""
 SAMPLE_INTERVAL = 5.0
 """Seconds between samples of lag, pending and the queue's counts (Redis round trips)."""
-
-
-def wanted(settings: Settings) -> bool:
-    """Whether a worker with these settings collects metrics."""
-    return settings.metrics_port is not None or supervised()
 
 
 class Measured(Protocol):

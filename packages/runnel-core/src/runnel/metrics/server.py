@@ -3,33 +3,19 @@ N``, from the supervisor for all its children (prometheus_client's multiprocess 
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from runnel.exceptions import Misconfigured
-
-if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
-    from prometheus_client import CollectorRegistry
-
-# prometheus_client is imported where it is used: a worker without metrics never needs
-# it, and importing it is a noticeable part of a worker's start.
-
-MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
-SUPERVISED = "RUNNEL_METRICS_SUPERVISED"
-"""Set by the supervisor for its children: collect metrics, the supervisor serves them."""
-
-
-def supervised() -> bool:
-    """Whether this process is a child whose metrics its supervisor serves."""
-    return os.environ.get(SUPERVISED) == "1" and bool(os.environ.get(MULTIPROC_DIR))
+from runnel.metrics.switch import MULTIPROC_DIR, SUPERVISED
 
 
 @dataclass
@@ -48,8 +34,6 @@ class Server:
 
 def serve(registry: CollectorRegistry, port: int, host: str) -> Server:
     """Serve ``registry`` on http://host:port/metrics from a daemon thread."""
-    from prometheus_client import start_http_server
-
     try:
         httpd, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
@@ -73,8 +57,6 @@ class Supervised:
 
     def child_exited(self, pid: int) -> None:
         """Forget a dead child's live gauges (its counters still count)."""
-        from prometheus_client.multiprocess import mark_process_dead
-
         mark_process_dead(pid, self.directory)
 
 
@@ -82,9 +64,6 @@ class Supervised:
 def supervisor_metrics(port: int, host: str) -> Iterator[Supervised]:
     """One endpoint for all the children, reading the fresh directory they write to;
     the directory is removed on the way out."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
-
     directory = tempfile.mkdtemp(prefix="runnel-metrics-")
     try:
         registry = CollectorRegistry()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from runnel.exceptions import Misconfigured
 from runnel.interfaces import Middleware
 from runnel.record import Record
-from runnel.types import Event, ExceptionPolicy
+from runnel.types import Event, ExceptionPolicy, Partition
 
 if TYPE_CHECKING:
     from runnel.processor import Processor
@@ -37,6 +37,14 @@ class Dead(Record, primitive=True):
     xid: str
     data: bytes
     error: str = ""
+
+
+def letter_partition(partition: Partition) -> str:
+    """The name a dead letter gives its source partition: runnel 0.1's (its Redis key,
+    ``__strm:shop.orders.3``) on every store, so that letters read the same on memory://,
+    Redis and a Cluster, and 0.1's letters still find their partition."""
+    app, stream, number = partition.id
+    return f"__strm:{app}.{stream}.{number}"
 
 
 class DeadLetterMiddleware(Middleware):
@@ -111,7 +119,7 @@ class DeadLetterMiddleware(Middleware):
                     self.sink.encode(
                         Dead(
                             failed_at=now,
-                            partition=e.partition.key,
+                            partition=letter_partition(e.partition),
                             xid=e.xid.decode(),
                             data=e.data.get(b"data", b""),
                             error=error,

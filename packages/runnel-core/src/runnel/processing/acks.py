@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from runnel.exceptions import TransportError
 from runnel.runtime.retry import Backoff, outage, reraise_if_cancelled
 from runnel.store.state import Commit, Sends
+from runnel.text import plural
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import PartitionStats
@@ -186,7 +187,9 @@ class Acks:
             if not isinstance(exc, TransportError):
                 raise
             reraise_if_cancelled(exc)
-            outage.failed(f"acknowledging {count} events on partition {self.key.number}", exc)
+            outage.failed(
+                f"acknowledging {plural(count, 'event')} on partition {self.key.number}", exc
+            )
             return None
         self.done()
         if lost:
@@ -249,7 +252,7 @@ class Acknowledger:
                     raise
                 reraise_if_cancelled(exc)
                 count = sum(p.count for _, p in taken.values())
-                outage.failed(f"acknowledging {count} events", exc)
+                outage.failed(f"acknowledging {plural(count, 'event')}", exc)
                 self._wake.set()
                 await backoff.sleep()
                 continue

@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from runnel.text import plural
 from runnel.types import Event, Partition
 
 
@@ -38,7 +39,7 @@ def failure_text(fields: dict[str, Any]) -> str:
     text += f"partition {fields['partition']}"
     ids = fields.get("entry_ids")
     if ids:
-        text += f" entries {ids[0]}..{ids[-1]} ({len(ids)} events)"
+        text += f" entries {ids[0]}..{ids[-1]} ({plural(len(ids), 'event')})"
     elif fields["entry_id"] is not None:
         text += f" entry {fields['entry_id']}"
     else:

@@ -19,8 +19,8 @@ from runnel.exceptions import Misconfigured, TransportError
 from runnel.jobs.executor import JobExecutor, JobSettings
 from runnel.jobs.periodic import CronScheduler
 from runnel.jobs.queues import QueueSelection, choose
-from runnel.metrics.runtime import WorkerMetrics, wanted
 from runnel.metrics.stats import WorkerStats
+from runnel.metrics.switch import wanted
 from runnel.processing.executor import Executor
 from runnel.runtime.retry import (
     FATAL,
@@ -36,6 +36,7 @@ from runnel.urls import redact
 if TYPE_CHECKING:
     from runnel.background import BackgroundTask
     from runnel.jobs.function import JobFunction
+    from runnel.metrics.runtime import WorkerMetrics
     from runnel.processor import Processor, Processors
     from runnel.store.coordination import Leadership
 
@@ -81,6 +82,8 @@ class Worker:
         self.processors = list(app.processors.values()) if processors is None else list(processors)
         self.metrics: WorkerMetrics | None = None
         if wanted(app.settings):
+            from runnel.metrics.runtime import WorkerMetrics  # prometheus_client: only if asked
+
             self.metrics = WorkerMetrics(self)
         self.stats = WorkerStats(enabled=self.metrics is not None)
         self.executors = [Executor(self, p) for p in self.processors]

@@ -63,8 +63,8 @@ class Log(abc.ABC):
 
     @abc.abstractmethod
     def partition_key(self, partition: PartitionId) -> str:
-        """The store's own name for ``partition``: for people (CLI, logs) and for dead
-        letter records, which name their source partition this way. Never parsed back."""
+        """The store's own name for ``partition``: for people (CLI, logs). Never parsed
+        back (a dead letter names its partition the same way on every store)."""
 
     @abc.abstractmethod
     async def append(
