@@ -26,6 +26,7 @@ from runnel.tables.windows import (
     Window,
     close,
     deadline,
+    same_bounds,
 )
 from tests.support import windows as reference
 
@@ -101,6 +102,28 @@ def test_sliding(evs: Events, grace: int, size: int) -> None:
 @given(events, graces, st.sampled_from([5, 20]))
 def test_session(evs: Events, grace: int, gap: int) -> None:
     assert ordered(run(Session(gap), evs, grace)) == ordered(reference_session(gap, evs, grace))
+
+
+kinds = st.sampled_from([Tumbling(10), Hopping(60, 20), Sliding(10), Session(5)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, graces, kinds)
+def test_a_change_that_keeps_the_bounds_keeps_the_deadline(
+    evs: Events, grace: int, kind: Kind
+) -> None:
+    # A clock skips computing the deadline when only values changed: it must be the same.
+    kw, wm = KeyWindows(), -math.inf
+    for t, amount in evs:
+        if kind.latest_end(t) + grace > wm:
+            new = kind.apply(kw, t, lambda v, a=amount: v + a, 0, wm - grace)
+            if kw.items and same_bounds(kw, new):
+                assert deadline(kind, new, grace, 60) == deadline(kind, kw, grace, 60)
+            kw = new
+        wm = max(wm, t)
+        due = deadline(kind, kw, grace, 60)
+        if due is not None and due <= wm:
+            kw = close(kind, kw, wm, grace, 60)[0] or KeyWindows()
 
 
 def test_fixed_example_per_minute() -> None:

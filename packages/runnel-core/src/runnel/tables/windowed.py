@@ -75,9 +75,12 @@ class WindowsCodec(ValueCodec):
         return msgpack.packb([1, value.closed_upto, items])
 
     def frozen(self, value: Any) -> bool:
-        if isinstance(value, Meta):
+        if type(value) is Meta:
             return True
-        return all(isinstance(v, IMMUTABLE) for _, _, v in value.items)
+        for item in value.items:
+            if not isinstance(item[2], IMMUTABLE):
+                return False
+        return True
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)
@@ -340,7 +343,7 @@ class WindowedValue:
         kw = clock.windows_of(self.key)
         new = table.kind.apply(kw, self.time, change, table.default, clock.shut())
         if new is not kw:
-            clock.store(self.key, new)
+            clock.store(self.key, new, kw)
 
     def set(self, value: Any) -> None:
         self.update(lambda _: value)

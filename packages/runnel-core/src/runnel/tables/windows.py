@@ -337,6 +337,17 @@ def deadline(kind: Kind, kw: KeyWindows, grace: float, expires: float) -> float 
     return found
 
 
+def same_bounds(a: KeyWindows, b: KeyWindows) -> bool:
+    """Whether two states of a key's windows hold the same windows, closed as far: then
+    they have the same :func:`deadline` (only the values differ)."""
+    if a.closed_upto != b.closed_upto or len(a.items) != len(b.items):
+        return False
+    for x, y in zip(a.items, b.items, strict=True):
+        if x[0] != y[0] or x[1] != y[1]:
+            return False
+    return True
+
+
 def close(
     kind: Kind, kw: KeyWindows, watermark: float, grace: float, expires: float
 ) -> tuple[KeyWindows | None, list[tuple[Window, Any]]]:
