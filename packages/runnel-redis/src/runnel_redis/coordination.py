@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -56,12 +57,15 @@ def commit_arguments(
         for table in tables[p]:
             keys += (coordination.table_key(table, p), coordination.deadlines_key(table, p))
             values = commit.writes.get(table, {})
-            sets = [(k, v) for k, v in values.items() if v is not None]
-            dels = [k for k, v in values.items() if v is None]
+            dels: list[bytes] = []
+            sets = cast(Mapping[bytes, bytes], values)  # unless it deletes keys:
+            if None in values.values():
+                dels = [k for k, v in values.items() if v is None]
+                sets = {k: v for k, v in values.items() if v is not None}
             args.append(len(sets))
-            for key, value in sets:
-                args += (key, value)
-            args += (len(dels), *dels)
+            args += chain.from_iterable(sets.items())
+            args.append(len(dels))
+            args += dels
             whens = commit.deadlines.get(table, {})
             scored = [(k, w) for k, w in whens.items() if w is not None]
             dropped = [k for k, w in whens.items() if w is None]
