@@ -39,9 +39,10 @@ CLOSE_BATCH = 1000
 (nothing changes in a window past its close, so waiting changes no result)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Meta:
-    """A partition's clock as committed: the latest event time seen and the late events."""
+    """A partition's clock as committed: the latest event time seen and the late events.
+    Never changed in place (not frozen only to be quicker to make: one per event)."""
 
     watermark: float = NEVER
     late: int = 0

@@ -405,7 +405,10 @@ class PartitionState:
 
     def before_now(self, events: list[Event]) -> bool:
         """:meth:`before` when no clock needs to wait (True), else False: call it."""
-        return all(clock.before_now(events) for clock in self.clocks.values())
+        for clock in self.clocks.values():
+            if not clock.before_now(events):
+                return False
+        return True
 
     def after_now(self, events: list[Event]) -> bool:
         """:meth:`after` when no clock needs to wait (True), else False: call it."""
