@@ -2,9 +2,10 @@
 it has sent to be committed.
 
 Reads and writes inside the processor are synchronous, on a cache of decoded values. When
-an event's loop iteration finishes, its changes are *sealed*: encoded as they are at that
-moment and handed to the acknowledgement of that event, which commits them with it. A
-value sealed but not yet committed stays in the cache, so that a key is never read back
+an event's loop iteration finishes, its changes are *sealed*: no longer its own, they wait
+in the view for the next commit of the partition, which takes them with the
+acknowledgement of that event (encoded then, once per group commit). A value sealed but
+not yet committed stays in the cache, so that a key is never read back
 from the store older than what this owner has already made of it. A failed iteration's
 changes are rolled back before the exception policy applies, so an event that is retried
 or ignored has applied nothing. If the partition moves, everything here is dropped: the
@@ -31,6 +32,8 @@ ABSENT: Any = object()
 """A key the store does not hold (reads give the table's default)."""
 UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
+KEYS_KEPT = 4096
+"""Keys a view keeps encoded, at most (beyond the partition's share of the cache, none)."""
 CLEAN: Any = object()
 """Undo marker: the key had no change waiting to be committed before this iteration."""
 _IMMUTABLE = IMMUTABLE
@@ -156,7 +159,7 @@ class TableView:
         self.sealed: dict[Any, int] = {}
         """Keys taken for a commit not yet done, by take number: not evicted until then."""
         self.keys: dict[Any, bytes] = {}
-        """Keys as stored (encoded once; bounded like the cache)."""
+        """Keys as stored (encoded once; at most :data:`KEYS_KEPT`)."""
         self.hits = 0
         self.misses = 0
         # Deadlines (windowed tables): what this owner set and the store may not have yet.
@@ -283,8 +286,8 @@ class TableView:
         found = self.keys.get(key)
         if found is None:
             found = key if type(key) is RawKey else encode_key(key)
-            if len(self.keys) >= 2 * self.budget.limit:
-                self.keys.clear()
+            if len(self.keys) >= min(KEYS_KEPT, self.budget.share()):
+                self.keys.clear()  # crude, but memory stays bounded and hot keys return
             self.keys[key] = found
         return found
 
