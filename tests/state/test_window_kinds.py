@@ -1,4 +1,5 @@
-"""The window functions against plain reference computations, on one key's events.
+"""The window functions against plain reference computations, on one key's events (and
+the keys a table view keeps encoded).
 
 The model both follow: events arrive in some order, each with an event time; the
 watermark is the latest time seen so far. An event is late when every window it would
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import math
 import operator
+import tracemalloc
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runnel.tables.codec import encode_key, kept_key
 from runnel.tables.windows import (
     Hopping,
     KeyWindows,
@@ -178,3 +181,16 @@ def test_default_merge() -> None:
     assert kind.fold([{"a": 1}, {"a": 2, "b": 1}]) == {"a": 3, "b": 1}
     custom = Session(10, merge=operator.mul)
     assert custom.fold([2, 3]) == 6
+
+
+def test_keys_kept_encoded_cost_their_size_not_a_buffer_each() -> None:
+    # A table view keeps thousands of encoded keys; orjson's own bytes hold 4 KiB each.
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [kept_key(f"k{i}") for i in range(2000)]
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept[5] == encode_key("k5") == b'"k5"'
+    assert used < 2000 * 200

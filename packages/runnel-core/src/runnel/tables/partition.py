@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import TableError, WrongPartition
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key
+from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key, kept_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -285,7 +285,7 @@ class TableView:
         """A key as the store keeps it (encoded once while it stays cached)."""
         found = self.keys.get(key)
         if found is None:
-            found = key if type(key) is RawKey else encode_key(key)
+            found = key if type(key) is RawKey else kept_key(key)
             if len(self.keys) >= min(KEYS_KEPT, self.budget.share()):
                 self.keys.clear()  # crude, but memory stays bounded and hot keys return
             self.keys[key] = found
