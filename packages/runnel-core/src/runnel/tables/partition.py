@@ -32,7 +32,7 @@ ABSENT: Any = object()
 """A key the store does not hold (reads give the table's default)."""
 UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
-KEYS_KEPT = 4096
+KEYS_KEPT = 1024
 """Keys a view keeps encoded, at most (beyond the partition's share of the cache, none)."""
 CLEAN: Any = object()
 """Undo marker: the key had no change waiting to be committed before this iteration."""
