@@ -137,6 +137,40 @@ async def test_an_ignored_event_applies_nothing(app_name: str, store_url: str) -
     await app.aclose()
 
 
+async def test_a_commit_made_while_an_iteration_waits_leaves_its_changes_out(
+    app_name: str, store_url: str
+) -> None:
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
+    counts = app.table("counts", source=orders, default=0)
+    finished = [0]
+    seen: list[tuple[int, int]] = []
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts["all"] += 1
+            counts[order.customer] = order.amount  # a key earlier iterations changed too
+            await asyncio.sleep(0.02)  # the events before this one are committed meanwhile
+            seen.append((finished[0], await counts.get("all")))
+            if order.amount % 3 == 2:
+                raise RuntimeError("rolled back after a commit of the events before it")
+            finished[0] += 1
+
+    sent = orders_of(30)
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+    assert all(committed <= before for before, committed in seen), seen
+    assert any(committed == before > 0 for before, committed in seen)  # commits did happen
+    assert await counts.get("all") == 20
+    kept = [o for o in sent if o.amount % 3 != 2]
+    for customer in {o.customer for o in sent}:
+        last = [o.amount for o in kept if o.customer == customer]
+        assert await counts.get(customer) == (last[-1] if last else 0)
+    await app.aclose()
+
+
 async def test_the_next_owner_goes_on_from_the_committed_state(
     app_name: str, store_url: str
 ) -> None:

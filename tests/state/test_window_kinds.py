@@ -1,4 +1,5 @@
-"""The window functions against plain reference computations, on one key's events.
+"""The window functions against plain reference computations, on one key's events (and
+the keys a table view keeps encoded).
 
 The model both follow: events arrive in some order, each with an event time; the
 watermark is the latest time seen so far. An event is late when every window it would
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import math
 import operator
+import tracemalloc
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runnel.tables.codec import encode_key, kept_key
 from runnel.tables.windows import (
     Hopping,
     KeyWindows,
@@ -26,6 +29,7 @@ from runnel.tables.windows import (
     Window,
     close,
     deadline,
+    same_bounds,
 )
 from tests.support import windows as reference
 
@@ -103,6 +107,28 @@ def test_session(evs: Events, grace: int, gap: int) -> None:
     assert ordered(run(Session(gap), evs, grace)) == ordered(reference_session(gap, evs, grace))
 
 
+kinds = st.sampled_from([Tumbling(10), Hopping(60, 20), Sliding(10), Session(5)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, graces, kinds)
+def test_a_change_that_keeps_the_bounds_keeps_the_deadline(
+    evs: Events, grace: int, kind: Kind
+) -> None:
+    # A clock skips computing the deadline when only values changed: it must be the same.
+    kw, wm = KeyWindows(), -math.inf
+    for t, amount in evs:
+        if kind.latest_end(t) + grace > wm:
+            new = kind.apply(kw, t, lambda v, a=amount: v + a, 0, wm - grace)
+            if kw.items and same_bounds(kw, new):
+                assert deadline(kind, new, grace, 60) == deadline(kind, kw, grace, 60)
+            kw = new
+        wm = max(wm, t)
+        due = deadline(kind, kw, grace, 60)
+        if due is not None and due <= wm:
+            kw = close(kind, kw, wm, grace, 60)[0] or KeyWindows()
+
+
 def test_fixed_example_per_minute() -> None:
     evs = [(0, 1), (30, 2), (59, 3), (60, 4), (10, 5), (125, 6), (61, 7)]
     # grace 0: the 10 arrives after the watermark reached 60, so window [0, 60) closed.
@@ -155,3 +181,16 @@ def test_default_merge() -> None:
     assert kind.fold([{"a": 1}, {"a": 2, "b": 1}]) == {"a": 3, "b": 1}
     custom = Session(10, merge=operator.mul)
     assert custom.fold([2, 3]) == 6
+
+
+def test_keys_kept_encoded_cost_their_size_not_a_buffer_each() -> None:
+    # A table view keeps thousands of encoded keys; orjson's own bytes hold 4 KiB each.
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [kept_key(f"k{i}") for i in range(2000)]
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept[5] == encode_key("k5") == b'"k5"'
+    assert used < 2000 * 200

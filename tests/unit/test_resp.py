@@ -37,3 +37,12 @@ def test_a_command_from_parts() -> None:
 def test_other_values_are_refused(arg: object) -> None:
     with pytest.raises(TypeError, match="cannot send"):
         resp.command("SET", "k", arg)  # type: ignore[arg-type]
+
+
+def test_pairs_packed_ahead_pass_through_bulks_unchanged() -> None:
+    # The commit script's table values are packed per table ahead of the other arguments.
+    values = {b"k1": b"v1", b'"\xc3\xa9"': b"\x00" * 3}
+    assert resp.bulks([b"a", 2, resp.pairs(values), "z"]) == resp.arguments(
+        [b"a", 2, *[x for kv in values.items() for x in kv], "z"]
+    )
+    assert resp.pairs({}) == b""

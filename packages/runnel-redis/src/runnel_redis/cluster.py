@@ -421,7 +421,7 @@ class ClusterCoordination(RedisCoordination):
         partitions = list(commits)
         calls = []
         for p in partitions:
-            keys, args = commit_arguments(self, [p], commits, self.outbox_key)
+            keys, args, _ = commit_arguments(self, [p], commits, self.outbox_key)
             calls.append(_eval(scripts.COMMIT, keys, [owner, self.group, *args]))
         replies = await _pipelined(self._cluster, calls)
         _raise_first(replies)

@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -36,14 +37,19 @@ def commit_arguments(
     partitions: Sequence[PartitionId],
     commits: Mapping[PartitionId, Commit],
     outbox: Callable[[PartitionId], str] | None = None,
-) -> tuple[list[str], list[resp.Arg]]:
-    """KEYS and ARGV (after owner and group) of lua/commit.lua for these partitions.
+    pack: bool = False,
+) -> tuple[list[str], list[resp.Arg], int]:
+    """KEYS and ARGV (after owner and group) of lua/commit.lua for these partitions, and
+    how many arguments ARGV counts. With ``pack``, the values a table stores are in ARGV
+    packed already, one :class:`~runnel_redis.resp.Packed` per table (for
+    :func:`~runnel_redis.resp.bulks`).
 
     Outputs go to their streams, or with ``outbox`` (a Redis Cluster, where they are in
     other slots) to the committing partition's outbox, naming stream and cap in two
     fields of their own (:data:`TARGET`, :data:`CAP`) for :func:`relay_arguments`."""
     keys: list[str] = []
     args: list[resp.Arg] = []
+    count = 0  # what packed arguments stand for beyond themselves
     targets: dict[str, int] = {}
     tables = {
         p: list(dict.fromkeys([*commits[p].writes, *commits[p].deadlines])) for p in partitions
@@ -56,12 +62,19 @@ def commit_arguments(
         for table in tables[p]:
             keys += (coordination.table_key(table, p), coordination.deadlines_key(table, p))
             values = commit.writes.get(table, {})
-            sets = [(k, v) for k, v in values.items() if v is not None]
-            dels = [k for k, v in values.items() if v is None]
+            dels: list[bytes] = []
+            sets = cast(Mapping[bytes, bytes], values)  # unless it deletes keys:
+            if None in values.values():
+                dels = [k for k, v in values.items() if v is None]
+                sets = {k: v for k, v in values.items() if v is not None}
             args.append(len(sets))
-            for key, value in sets:
-                args += (key, value)
-            args += (len(dels), *dels)
+            if pack and sets:
+                args.append(resp.pairs(sets))
+                count += 2 * len(sets) - 1
+            else:
+                args += chain.from_iterable(sets.items())
+            args.append(len(dels))
+            args += dels
             whens = commit.deadlines.get(table, {})
             scored = [(k, w) for k, w in whens.items() if w is not None]
             dropped = [k for k, w in whens.items() if w is None]
@@ -87,7 +100,7 @@ def commit_arguments(
                 args += (index, cap if cap else b"", len(fields) + len(extra) // 2, *extra)
                 for item in fields.items():
                     args += item
-    return keys + list(targets), args
+    return keys + list(targets), args, len(args) + count
 
 
 TARGET = b"\x00to"
@@ -397,9 +410,9 @@ class RedisCoordination(Coordination):
     async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         """COMMIT: every partition's writes and acknowledgements in one script call."""
         partitions = list(commits)
-        keys, args = commit_arguments(self, partitions, commits)
+        keys, args, count = commit_arguments(self, partitions, commits, pack=True)
         packed = resp.bulks([owner, self.group, *args])
-        reply = await self._commit.packed(keys, 2 + len(args), packed)
+        reply = await self._commit.packed(keys, 2 + count, packed)
         return [partitions[i - 1] for i in reply]
 
     def table_key(self, table: str, partition: PartitionId) -> str:

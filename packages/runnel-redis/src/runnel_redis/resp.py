@@ -155,12 +155,30 @@ def pack_entries(
     return b"".join(out), count
 
 
+class Packed(bytes):
+    """Arguments packed already (:func:`pairs`): :func:`bulks` passes them on as they are."""
+
+
+def pairs(mapping: Mapping[bytes, bytes]) -> Packed:
+    """A mapping's keys and values as arguments in turn (2 per item), packed in one go."""
+    return Packed(
+        b"".join(
+            [b"$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(k), k, len(v), v) for k, v in mapping.items()]
+        )
+    )
+
+
 def bulks(items: Iterable[Arg]) -> bytes:
-    """:func:`arguments`, quicker for what most arguments are: bytes and small numbers."""
+    """:func:`arguments`, quicker for what most arguments are: bytes and small numbers
+    (and :class:`Packed` ones, as they are)."""
     out: list[bytes] = []
     add = out.append
     for item in items:
-        if isinstance(item, bytes):
+        if type(item) is bytes:
+            add(b"$%d\r\n%b\r\n" % (len(item), item))
+        elif type(item) is Packed:
+            add(item)
+        elif isinstance(item, bytes):
             add(b"$%d\r\n%b\r\n" % (len(item), item))
         elif type(item) is int and 0 <= item < 1_000_000:
             add(_number(item))

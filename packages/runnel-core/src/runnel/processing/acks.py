@@ -106,9 +106,6 @@ class Acks:
         self.stats = stats
         self.state = state
         self.ids: list[bytes] = []
-        self.writes: dict[str, dict[Any, Any]] = {}  # sealed, encoded when sent
-        self.deadlines: dict[str, dict[Any, Any]] = {}  # sealed, keys encoded when sent
-        self.seq = 0
         self._back = Pending()  # a failed send's writes and deadlines
         self.sends: list[Sends] = []  # what iterations sent, each with its first id
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
@@ -125,8 +122,7 @@ class Acks:
             self._wake(self)
         state = self.state
         if state is not None and state.changed:
-            # Raises (and seals nothing) on a value that cannot be encoded.
-            self.seq = state.seal(self.writes, self.deadlines)
+            state.seal()  # raises (and seals nothing) on a value that cannot be encoded
             outputs = state.take_outputs()
             if outputs:  # acknowledged with its outputs: appended only the first time
                 self.sends.append(Sends([xid], outputs))
@@ -141,13 +137,15 @@ class Acks:
     def take(self) -> Pending:
         """Hand what is recorded to a sender (which must :meth:`done` or :meth:`give_back`)."""
         state = self.state
-        writes = state.encode(self.writes) if self.writes and state else {}
-        deadlines = state.encode_deadlines(self.deadlines) if self.deadlines and state else {}
-        pending = Pending(self.ids, writes, self.seq, self.sends, deadlines)
+        if state is not None:
+            seq, writes, deadlines = state.take()
+            pending = Pending(self.ids, writes, seq, self.sends, deadlines)
+        else:
+            pending = Pending(self.ids, sends=self.sends)
         if self._back.changes:  # a failed send's writes, under the newer ones
             pending = self._back.merge(pending)
             self._back = Pending()
-        self.ids, self.writes, self.sends, self.deadlines = [], {}, [], {}
+        self.ids, self.sends = [], []
         self.stats.processed += pending.count  # counted per batch taken, not per event
         self._sending += 1
         self._idle.clear()
@@ -156,9 +154,8 @@ class Acks:
     def give_back(self, pending: Pending) -> None:
         self.ids = pending.ids + self.ids
         self.sends = pending.sends + self.sends
-        back = Pending(writes=pending.writes, deadlines=pending.deadlines)
+        back = Pending(writes=pending.writes, seq=pending.seq, deadlines=pending.deadlines)
         self._back = back.merge(self._back)
-        self.seq = max(self.seq, pending.seq)
         self.stats.processed -= pending.count
         self.done()
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.tables.codec import decode_key
 from runnel.tables.partition import ABSENT, RawKey, TableView
-from runnel.tables.windows import NEVER, KeyWindows, Window, close, deadline
+from runnel.tables.windows import NEVER, KeyWindows, Window, close, deadline, same_bounds
 
 if TYPE_CHECKING:
     from runnel.tables.partition import PartitionState, Sink
@@ -39,9 +39,10 @@ CLOSE_BATCH = 1000
 (nothing changes in a window past its close, so waiting changes no result)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Meta:
-    """A partition's clock as committed: the latest event time seen and the late events."""
+    """A partition's clock as committed: the latest event time seen and the late events.
+    Never changed in place (not frozen only to be quicker to make: one per event)."""
 
     watermark: float = NEVER
     late: int = 0
@@ -120,15 +121,17 @@ class Clock:
         value = self.view.values.get(key, ABSENT)
         return KeyWindows() if value is ABSENT else value
 
-    def store(self, key: Any, kw: KeyWindows | None) -> None:
-        """A key's windows changed (None: it has none left)."""
+    def store(self, key: Any, kw: KeyWindows | None, before: KeyWindows | None = None) -> None:
+        """A key's windows changed (None: it has none left); ``before``, what they were,
+        when known: the deadline stays if only values changed."""
         table = self.table
         if kw is None or not kw.items:
             self.view.write(key, ABSENT)
             self.set_deadline(key, None)
         else:
             self.view.write(key, kw)
-            self.set_deadline(key, deadline(table.kind, kw, table.grace, table.expires))
+            if before is None or not same_bounds(before, kw):
+                self.set_deadline(key, deadline(table.kind, kw, table.grace, table.expires))
         self.state.changed = True
 
     def set_deadline(self, key: Any, when: float | None) -> None:
@@ -153,17 +156,23 @@ class Clock:
             return False
         self.late.clear()
         self.times.clear()
-        is_late, time_of = self.is_late, self.time_of
-        return not any(is_late(time_of(e)) for e in events)
+        kind, time_of, grace = self.table.kind, self.time_of, self.table.grace
+        watermark = self.meta.watermark
+        for event in events:
+            if kind.latest_end(time_of(event)) + grace <= watermark:
+                return False  # late: before() counts it
+        return True
 
     def after_now(self, events: Sequence[Event]) -> bool:
         """Move the watermark; False when windows are due and :meth:`after` must run."""
+        meta = self.meta
         if events:
-            latest = max(self.time_of(e) for e in events)
-            meta = self.meta
+            time_of = self.time_of
+            latest = time_of(events[0]) if len(events) == 1 else max(map(time_of, events))
             if latest > meta.watermark:
-                self._set_meta(Meta(latest, meta.late))
-        return self.meta.watermark < self.next_due
+                meta = Meta(latest, meta.late)
+                self._set_meta(meta)
+        return meta.watermark < self.next_due
 
     async def before(self, events: Sequence[Event]) -> None:
         """Count (and send on) the events that are late."""

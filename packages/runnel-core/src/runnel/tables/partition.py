@@ -2,9 +2,10 @@
 it has sent to be committed.
 
 Reads and writes inside the processor are synchronous, on a cache of decoded values. When
-an event's loop iteration finishes, its changes are *sealed*: encoded as they are at that
-moment and handed to the acknowledgement of that event, which commits them with it. A
-value sealed but not yet committed stays in the cache, so that a key is never read back
+an event's loop iteration finishes, its changes are *sealed*: no longer its own, they wait
+in the view for the next commit of the partition, which takes them with the
+acknowledgement of that event (encoded then, once per group commit). A value sealed but
+not yet committed stays in the cache, so that a key is never read back
 from the store older than what this owner has already made of it. A failed iteration's
 changes are rolled back before the exception policy applies, so an event that is retried
 or ignored has applied nothing. If the partition moves, everything here is dropped: the
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runnel.exceptions import TableError, WrongPartition
 from runnel.plugins.instruments import finish, instruments
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key
+from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key, kept_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -32,6 +33,10 @@ ABSENT: Any = object()
 """A key the store does not hold (reads give the table's default)."""
 UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
+KEYS_KEPT = 1024
+"""Keys a view keeps encoded, at most (beyond the partition's share of the cache, none)."""
+CLEAN: Any = object()
+"""Undo marker: the key had no change waiting to be committed before this iteration."""
 _IMMUTABLE = IMMUTABLE
 
 
@@ -44,6 +49,12 @@ def store_key(key: Any) -> bytes:
     return key if type(key) is RawKey else encode_key(key)
 
 
+TakenWrites = dict[str, dict[bytes, bytes | None]]
+"""Table name -> stored key -> encoded value (None: delete it), as a commit takes them."""
+TakenDeadlines = dict[str, dict[bytes, float | None]]
+"""Table name -> stored key -> its deadline (None: drop it), as a commit takes them."""
+
+
 class Encoded:
     """A sealed value already encoded (a mutable one: later changes must not reach it)."""
 
@@ -51,10 +62,6 @@ class Encoded:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-
-
-Sealed = dict[str, dict[Any, Any]]
-"""Table name -> key -> value as sealed (see :meth:`TableView.seal`)."""
 
 
 class Source(Protocol):
@@ -138,7 +145,13 @@ class CacheBudget:
 
 
 class TableView:
-    """One table on one partition: its cache and its changes."""
+    """One table on one partition: its cache and its changes.
+
+    Changes accumulate in :attr:`dirty` until the acknowledger takes them for a commit
+    (:meth:`take`, once per group commit, where they are encoded), so that an event costs
+    a few dictionary operations. What the iteration in progress changed is also in
+    :attr:`undo` and :attr:`undo_dirty`, so that a failure rolls back exactly its own
+    changes, and a take made while it runs leaves them out."""
 
     def __init__(self, table: Table, partition: Partition, budget: CacheBudget) -> None:
         self.table = table
@@ -147,24 +160,39 @@ class TableView:
         budget.views.add(self)
         self.values: OrderedDict[Any, Any] = OrderedDict()
         self.dirty: dict[Any, Any] = {}
+        """Changes not yet taken: immutable values as they are, others :class:`Encoded`
+        once sealed, :data:`ABSENT` for a deletion."""
         self.undo: dict[Any, Any] = {}
+        """The iteration in progress: key -> its cached value before (:data:`UNLOADED`)."""
+        self.undo_dirty: dict[Any, Any] = {}
+        """The iteration in progress: key -> its entry in :attr:`dirty` before (:data:`CLEAN`)."""
         self.sealed: dict[Any, int] = {}
+        """Keys taken for a commit not yet done, by take number: not evicted until then."""
+        self.keys: dict[Any, bytes] = {}
+        """Keys as stored (encoded once; at most :data:`KEYS_KEPT`)."""
         self.hits = 0
         self.misses = 0
         # Deadlines (windowed tables): what this owner set and the store may not have yet.
         self.deadlines: dict[Any, float | None] = {}
         self.deadline_undo: dict[Any, Any] = {}
+        self.due: dict[Any, None] = {}
+        """Keys whose deadline sealed iterations changed, not yet taken."""
         self.deadline_seq: dict[Any, int] = {}
         self.epoch = 0
         """Counts commits that completed (a read of the store's deadlines that spans one
         may be older than what this owner dropped from :attr:`deadlines`)."""
         # Late events and closed windows (windowed tables), counted for the metrics once
-        # committed: this iteration's, sealed ones by seal number, and committed ones.
+        # committed: this iteration's, sealed ones not taken, taken ones by take number,
+        # and committed ones.
         self.late = 0
         self.closed = 0
-        self.sealed_counts: list[tuple[int, int, int]] = []
+        self.sealed_late = 0
+        self.sealed_closed = 0
+        self.taken_counts: list[tuple[int, int, int]] = []
         self.committed_late = 0
         self.committed_closed = 0
+        codec = table.codec
+        self._encode, self._frozen = codec.encode, codec.frozen
 
     def loaded(self, key: Any) -> bool:
         return key in self.values
@@ -182,10 +210,13 @@ class TableView:
         return value
 
     def write(self, key: Any, value: Any) -> None:
-        if key not in self.undo:
-            self.undo[key] = self.values.get(key, UNLOADED)
-        self.values[key] = value
-        self.values.move_to_end(key)
+        undo = self.undo
+        if key not in undo:
+            undo[key] = self.values.get(key, UNLOADED)
+            self.undo_dirty[key] = self.dirty.get(key, CLEAN)
+        values = self.values
+        values[key] = value
+        values.move_to_end(key)
         self.dirty[key] = value
 
     def set_deadline(self, key: Any, when: float | None) -> None:
@@ -199,48 +230,76 @@ class TableView:
             self.values[key] = value
             self.misses += 1
 
-    def prepare(self) -> dict[Any, Any]:
-        """The changes as they are now: immutable values as they are (encoded only when
-        sent, and only the last of several changes of a key), others encoded now, so that a
-        value that cannot be encoded fails the event that made it."""
-        codec = self.table.codec
-        encode, frozen = codec.encode, codec.frozen
-        return {
-            key: value if value is ABSENT or frozen(value) else Encoded(encode(value))
-            for key, value in self.dirty.items()
-        }
+    def prepare(self) -> None:
+        """Encode this iteration's mutable values as they are now, so that later changes
+        in place do not reach the commit, and a value that cannot be encoded fails the
+        event that made it. Immutable ones are encoded when taken (the last of several
+        changes of a key only). Undone by :meth:`rollback`, like the changes."""
+        dirty, encode, frozen = self.dirty, self._encode, self._frozen
+        for key in self.undo:
+            value = dirty[key]
+            if value is not ABSENT and type(value) is not Encoded and not frozen(value):
+                dirty[key] = Encoded(encode(value))
 
-    def seal(
-        self, seq: int, prepared: dict[Any, Any], into: dict[Any, Any], due: dict[Any, Any]
-    ) -> None:
-        """Add prepared changes to ``into`` (and deadlines to ``due``); they are no longer
-        this iteration's."""
-        into.update(prepared)
-        self.sealed.update(dict.fromkeys(prepared, seq))
+    def seal(self) -> None:
+        """The iteration finished: its changes are no longer its own (see :meth:`take`)."""
+        self.undo.clear()
+        self.undo_dirty.clear()
         if self.deadline_undo:
-            deadlines = self.deadlines
-            for key in self.deadline_undo:
-                due[key] = deadlines[key]
-            self.deadline_seq.update(dict.fromkeys(self.deadline_undo, seq))
+            self.due.update(dict.fromkeys(self.deadline_undo))
             self.deadline_undo.clear()
         if self.late or self.closed:
-            self.sealed_counts.append((seq, self.late, self.closed))
+            self.sealed_late += self.late
+            self.sealed_closed += self.closed
             self.late = self.closed = 0
-        self.dirty.clear()
-        self.undo.clear()
 
-    def encode(self, sealed: dict[Any, Any]) -> dict[bytes, bytes | None]:
-        encode = self.table.codec.encode
-        return {
-            store_key(key): (
-                None
-                if value is ABSENT
-                else value.data
-                if isinstance(value, Encoded)
-                else encode(value)
-            )
-            for key, value in sealed.items()
-        }
+    def take(self, seq: int) -> tuple[dict[bytes, bytes | None], dict[bytes, float | None]]:
+        """The sealed changes, encoded for a commit (take number ``seq``), and the sealed
+        deadlines; the iteration in progress keeps its own."""
+        dirty, undo_dirty = self.dirty, self.undo_dirty
+        if undo_dirty:
+            mine = {}
+            for key, before in undo_dirty.items():
+                mine[key] = dirty.pop(key)
+                if before is not CLEAN:
+                    dirty[key] = before
+                undo_dirty[key] = CLEAN  # what it had before goes with this take
+            self.dirty = mine
+        else:
+            self.dirty = {}
+        writes: dict[bytes, bytes | None] = {}
+        if dirty:
+            encode, key_of = self._encode, self.stored
+            for key, value in dirty.items():
+                writes[key_of(key)] = (
+                    None
+                    if value is ABSENT
+                    else value.data
+                    if type(value) is Encoded
+                    else encode(value)
+                )
+            self.sealed.update(dict.fromkeys(dirty, seq))
+        whens: dict[bytes, float | None] = {}
+        if self.due:
+            due, self.due = self.due, {}
+            deadlines, undo, key_of = self.deadlines, self.deadline_undo, self.stored
+            for key in due:
+                whens[key_of(key)] = undo[key] if key in undo else deadlines[key]
+            self.deadline_seq.update(dict.fromkeys(due, seq))
+        if self.sealed_late or self.sealed_closed:
+            self.taken_counts.append((seq, self.sealed_late, self.sealed_closed))
+            self.sealed_late = self.sealed_closed = 0
+        return writes, whens
+
+    def stored(self, key: Any) -> bytes:
+        """A key as the store keeps it (encoded once while it stays cached)."""
+        found = self.keys.get(key)
+        if found is None:
+            found = key if type(key) is RawKey else kept_key(key)
+            if len(self.keys) >= min(KEYS_KEPT, self.budget.share()):
+                self.keys.clear()  # crude, but memory stays bounded and hot keys return
+            self.keys[key] = found
+        return found
 
     def rollback(self) -> None:
         for key, before in self.undo.items():
@@ -248,21 +307,27 @@ class TableView:
                 self.values.pop(key, None)
             else:
                 self.values[key] = before
+        dirty = self.dirty
+        for key, before in self.undo_dirty.items():
+            if before is CLEAN:
+                dirty.pop(key, None)
+            else:
+                dirty[key] = before
         for key, before in self.deadline_undo.items():
             if before is UNLOADED:
                 self.deadlines.pop(key, None)
             else:
                 self.deadlines[key] = before
         self.late = self.closed = 0
-        self.dirty.clear()
         self.undo.clear()
+        self.undo_dirty.clear()
         self.deadline_undo.clear()
 
     def committed(self, seq: int) -> None:
-        """Changes sealed up to ``seq`` are in the store: their keys may be evicted."""
+        """Changes taken up to ``seq`` are in the store: their keys may be evicted."""
         self.epoch += 1
-        while self.sealed_counts and self.sealed_counts[0][0] <= seq:
-            _, late, closed = self.sealed_counts.pop(0)
+        while self.taken_counts and self.taken_counts[0][0] <= seq:
+            _, late, closed = self.taken_counts.pop(0)
             self.committed_late += late
             self.committed_closed += closed
         if self.sealed:
@@ -271,15 +336,16 @@ class TableView:
             done = [k for k, s in self.deadline_seq.items() if s <= seq]
             for key in done:
                 del self.deadline_seq[key]
-                if key not in self.deadline_undo:
+                if key not in self.deadline_undo and key not in self.due:
                     self.deadlines.pop(key, None)
         excess = len(self.values) - self.budget.share()
         if excess <= 0:
             return
+        dirty, sealed = self.dirty, self.sealed
         for key in list(self.values):
             if excess <= 0:
                 break
-            if key in self.dirty or key in self.sealed:
+            if key in dirty or key in sealed:
                 continue
             del self.values[key]
             excess -= 1
@@ -352,7 +418,10 @@ class PartitionState:
 
     def before_now(self, events: list[Event]) -> bool:
         """:meth:`before` when no clock needs to wait (True), else False: call it."""
-        return all(clock.before_now(events) for clock in self.clocks.values())
+        for clock in self.clocks.values():
+            if not clock.before_now(events):
+                return False
+        return True
 
     def after_now(self, events: list[Event]) -> bool:
         """:meth:`after` when no clock needs to wait (True), else False: call it."""
@@ -442,29 +511,31 @@ class PartitionState:
 
     # Committing.
 
-    def seal(self, into: Sealed, due: Sealed) -> int:
-        """Add this iteration's changes to ``into`` (and deadlines to ``due``), what its
-        acknowledgement will commit; the number of this seal."""
-        views = [v for v in self.views.values() if v.dirty or v.deadline_undo]
-        prepared = [v.prepare() for v in views]  # all encoded before anything is sealed
+    def seal(self) -> None:
+        """This iteration finished: its changes join those its acknowledgement will
+        commit. Raises (having sealed nothing) on a value that cannot be encoded."""
+        views = self.views.values()
+        for view in views:  # all encoded before anything is sealed
+            if view.undo:
+                view.prepare()
         self.changed = False
+        for view in views:
+            view.seal()
+
+    def take(self) -> tuple[int, TakenWrites, TakenDeadlines]:
+        """What the finished iterations changed, encoded for a commit, with the number
+        that :meth:`committed` is told once it is done."""
         seq = self.seq = self.seq + 1
-        for view, changes in zip(views, prepared, strict=True):
-            name = view.table.name
-            view.seal(seq, changes, into.setdefault(name, {}), due.setdefault(name, {}))
-        return seq
-
-    def encode(self, sealed: Sealed) -> dict[str, dict[bytes, bytes | None]]:
-        """Sealed changes as the store takes them."""
-        return {name: self.views[name].encode(values) for name, values in sealed.items() if values}
-
-    @staticmethod
-    def encode_deadlines(due: Sealed) -> dict[str, dict[bytes, float | None]]:
-        return {
-            name: {store_key(k): when for k, when in whens.items()}
-            for name, whens in due.items()
-            if whens
-        }
+        writes: TakenWrites = {}
+        deadlines: TakenDeadlines = {}
+        for name, view in self.views.items():
+            if view.dirty or view.due or view.sealed_late or view.sealed_closed:
+                values, whens = view.take(seq)
+                if values:
+                    writes[name] = values
+                if whens:
+                    deadlines[name] = whens
+        return seq, writes, deadlines
 
     def send(self, outputs: Iterable[Output]) -> None:
         """Entries for the iteration in progress to send when it commits."""
@@ -486,7 +557,7 @@ class PartitionState:
             clock.rolled_back()
 
     def committed(self, seq: int, tables: Iterable[str] = ()) -> None:
-        """Changes sealed up to ``seq`` are in the store (their commit wrote ``tables``)."""
+        """Changes taken up to ``seq`` are in the store (their commit wrote ``tables``)."""
         for view in self.views.values():
             view.committed(seq)
         stats = self.stats

@@ -75,9 +75,12 @@ class WindowsCodec(ValueCodec):
         return msgpack.packb([1, value.closed_upto, items])
 
     def frozen(self, value: Any) -> bool:
-        if isinstance(value, Meta):
+        if type(value) is Meta:
             return True
-        return all(isinstance(v, IMMUTABLE) for _, _, v in value.items)
+        for item in value.items:
+            if not isinstance(item[2], IMMUTABLE):
+                return False
+        return True
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)
@@ -163,12 +166,10 @@ class WindowedTable(TableBase):
 
     def _at(self, key: Any, when: Any) -> WindowedValue:
         state, view = self._here(key)
-        clock = cast(Clock, state.clock(self))
-        if not clock.view.loaded(META):
-            self._load_now(state, clock.view, META)
-        if isinstance(when, Event):
-            t, late = clock.time_of(when), when.xid in clock.late
-        elif when is None:
+        clock = cast(Clock, state.clocks.get(self.name) or state.clock(self))
+        if META not in view.values:
+            self._load_now(state, view, META)
+        if when is None:
             event = state.event
             if event is None:
                 raise TableError(
@@ -176,10 +177,12 @@ class WindowedTable(TableBase):
                     f"for: {self.name}.at(event)[key]"
                 )
             t, late = clock.time_of(event), event.xid in clock.late
+        elif isinstance(when, Event):
+            t, late = clock.time_of(when), when.xid in clock.late
         else:
             t = seconds(when) if not isinstance(when, Record) else self.record_time(when)
             late = clock.is_late(t)
-        if not view.loaded(key):
+        if key not in view.values:
             self._load_now(state, view, key)
         return WindowedValue(self, clock, key, t, late)
 
@@ -322,6 +325,8 @@ class WindowedValue:
     """A key's windows at one event time, inside the processor. Changing it changes each
     open window that time is in; a late event's changes are dropped (it was counted)."""
 
+    __slots__ = ("clock", "key", "late", "table", "time")
+
     def __init__(self, table: WindowedTable, clock: Clock, key: Any, t: float, late: bool) -> None:
         self.table = table
         self.clock = clock
@@ -340,7 +345,7 @@ class WindowedValue:
         kw = clock.windows_of(self.key)
         new = table.kind.apply(kw, self.time, change, table.default, clock.shut())
         if new is not kw:
-            clock.store(self.key, new)
+            clock.store(self.key, new, kw)
 
     def set(self, value: Any) -> None:
         self.update(lambda _: value)
