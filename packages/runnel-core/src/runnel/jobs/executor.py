@@ -24,14 +24,12 @@ functions in a thread pool of that size, so they never block the loop.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures.thread
 import contextvars
 import functools
 import logging
 import os
 import socket
 import time
-import traceback
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +42,7 @@ from runnel.jobs.admission import Admissions
 from runnel.jobs.backoff import retry_delay
 from runnel.jobs.context import JobContext, _current
 from runnel.jobs.control import JobControls
+from runnel.jobs.failures import error_info as _error_info
 from runnel.jobs.finisher import Finisher
 from runnel.jobs.model import Abandoned, Delivery, ErrorInfo, InvalidArguments, Outcome
 from runnel.jobs.queues import DEFAULT_QUEUE, Picker, QueueSelection
@@ -596,19 +595,3 @@ class JobExecutor:
             return Outcome("retry", a.ticket, a.id, now, error=error, due=now + delay)
         log.error("job %s %s: its worker died on its last try; it is DEAD", a.name, a.id)
         return self._dead(a, error, result=a.results)
-
-
-def _error_info(exc: BaseException) -> ErrorInfo:
-    return ErrorInfo(type=type(exc).__name__, message=str(exc), traceback=_user_traceback(exc))
-
-
-_OURS = (__file__, concurrent.futures.thread.__file__)
-
-
-def _user_traceback(exc: BaseException) -> str:
-    """The traceback from the job's own code down: the frames of this module and of the
-    thread pool that called it say nothing about the failure."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in _OURS:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
