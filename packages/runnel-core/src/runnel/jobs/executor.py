@@ -366,9 +366,10 @@ class JobExecutor:
             log.error("job %s %s cannot run: %s", job.name, d.id, exc)
             return self._dead(d, _error_info(exc), result=d.results)
         running = instruments().job_running
-        if running is None:
+        # A plugin's (tracing) span: none if no plugin answers (runnel-otel with tracing off).
+        done = None if running is None else running(job=job, delivery=d, headers=headers)
+        if not done:
             return await self._try(job, d, serializer, args, kwargs)
-        done = running(job=job, delivery=d, headers=headers)  # a plugin's (tracing) span
         try:
             outcome = await self._try(job, d, serializer, args, kwargs)
         except BaseException as exc:
