@@ -366,9 +366,8 @@ class JobExecutor:
             log.error("job %s %s cannot run: %s", job.name, d.id, exc)
             return self._dead(d, _error_info(exc), result=d.results)
         running = instruments().job_running
-        # A plugin's (tracing) span: none if no plugin answers (runnel-otel with tracing off).
         done = None if running is None else running(job=job, delivery=d, headers=headers)
-        if not done:
+        if not done:  # no plugin's (tracing) span: runnel-otel with tracing off, or none
             return await self._try(job, d, serializer, args, kwargs)
         try:
             outcome = await self._try(job, d, serializer, args, kwargs)
