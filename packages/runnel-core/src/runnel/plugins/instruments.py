@@ -66,12 +66,19 @@ def _caller(hook_caller: Any) -> Any:
         return None
     if any(impl.wrapper or impl.hookwrapper for impl in impls):
         return hook_caller
-    calls = [(impl.function, tuple(impl.argnames)) for impl in reversed(impls)]
+    every = tuple(hook_caller.spec.argnames) if hook_caller.spec is not None else ()
+    calls = [
+        (impl.function, None if tuple(impl.argnames) == every else tuple(impl.argnames))
+        for impl in reversed(impls)
+    ]  # None: it takes every argument, passed on as they came
 
     def call(**kwargs: Any) -> list[Any]:
         answers = []
         for function, names in calls:
-            answer = function(*[kwargs[name] for name in names])
+            if names is None:
+                answer = function(**kwargs)
+            else:
+                answer = function(*[kwargs[name] for name in names])
             if answer is not None:
                 answers.append(answer)
         return answers
