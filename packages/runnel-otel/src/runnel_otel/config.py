@@ -38,6 +38,10 @@ def tracer() -> trace.Tracer | None:
     """The tracer to use, or None when tracing is off (no provider is configured)."""
     if not _from_env_done:
         _configure_from_env()
+    if not _instrumented and getattr(trace, "_TRACER_PROVIDER", False) is None:
+        # Off, and no global provider set yet: answered without get_tracer_provider(),
+        # which looks in os.environ on every call (a hook runs for each job and send).
+        return None
     provider = _explicit if _explicit is not None else trace.get_tracer_provider()
     if not _instrumented and isinstance(
         provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider
@@ -67,6 +71,8 @@ def _configure_from_env() -> None:
         if _from_env_done:
             return
         _from_env_done = True
+        # A provider named by OTEL_PYTHON_TRACER_PROVIDER is loaded now, once.
+        trace.get_tracer_provider()
         wanted = [
             name.strip().lower()
             for name in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",")

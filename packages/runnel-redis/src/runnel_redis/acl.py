@@ -37,7 +37,6 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "strings": ("get", "set", "mget"),
     "hashes": (
         "hdel",
-        "hexists",
         "hget",
         "hgetall",
         "hincrby",

@@ -365,9 +365,9 @@ class JobExecutor:
             log.error("job %s %s cannot run: %s", job.name, d.id, exc)
             return self._dead(d, _error_info(exc), result=d.results)
         running = instruments().job_running
-        if running is None:
+        done = None if running is None else running(job=job, delivery=d, headers=headers)
+        if not done:  # no plugin's (tracing) span: runnel-otel with tracing off, or none
             return await self._try(job, d, serializer, args, kwargs)
-        done = running(job=job, delivery=d, headers=headers)  # a plugin's (tracing) span
         try:
             outcome = await self._try(job, d, serializer, args, kwargs)
         except BaseException as exc:

@@ -43,8 +43,8 @@ def instruments() -> Instruments:
         return found
     hook = manager.plugin_manager().hook
     callers = {
-        name: caller if caller.get_hookimpls() else None
-        for name, caller in (
+        name: _caller(hook_caller)
+        for name, hook_caller in (
             ("middleware", hook.runnel_processor_middleware),
             ("sending", hook.runnel_sending),
             ("enqueuing", hook.runnel_enqueuing),
@@ -54,6 +54,36 @@ def instruments() -> Instruments:
     found = Instruments(**callers) if any(callers.values()) else _NONE
     _current, _generation = found, manager.generation
     return found
+
+
+def _caller(hook_caller: Any) -> Any:
+    """None if no plugin implements the hook; else a function called as the hook is (by
+    keyword, each implementation newest first, the answers other than None in a list),
+    without pluggy's machinery per call: these run for every job, send and enqueue.
+    Wrappers keep pluggy's caller."""
+    impls = hook_caller.get_hookimpls()
+    if not impls:
+        return None
+    if any(impl.wrapper or impl.hookwrapper for impl in impls):
+        return hook_caller
+    every = tuple(hook_caller.spec.argnames) if hook_caller.spec is not None else ()
+    calls = [
+        (impl.function, None if tuple(impl.argnames) == every else tuple(impl.argnames))
+        for impl in reversed(impls)
+    ]  # None: it takes every argument, passed on as they came
+
+    def call(**kwargs: Any) -> list[Any]:
+        answers = []
+        for function, names in calls:
+            if names is None:
+                answer = function(**kwargs)
+            else:
+                answer = function(*[kwargs[name] for name in names])
+            if answer is not None:
+                answers.append(answer)
+        return answers
+
+    return call
 
 
 def plugin_middleware(processor: StreamProcessor) -> list[Middleware]:

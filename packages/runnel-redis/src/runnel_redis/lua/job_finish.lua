@@ -48,8 +48,10 @@ for i = 6, #ARGV, 6 do
     entries[#entries + 1] = entry
     for k = 5, #KEYS do redis.call('HDEL', KEYS[k], ARGV[i + 1]) end
     local key = prefix .. 'job.' .. id
-    -- A job purged while it ran is not brought back to life by its outcome.
-    if redis.call('HEXISTS', key, 'name') == 1 then
+    -- A job purged while it ran is not brought back to life by its outcome. Its
+    -- workflow (wf), read in the same call: a job outside one costs no more lookups.
+    local job = redis.call('HMGET', key, 'name', 'wf')
+    if job[1] then
       if kind == 's' then
         redis.call('HSET', key, 'status', 'SUCCESS', 'finished', at)
         redis.call('HDEL', key, 'error')  -- an earlier try's
@@ -62,7 +64,7 @@ for i = 6, #ARGV, 6 do
           kept[#kept + 1] = id
         end
         redis.call('PEXPIRE', key, ttl)
-        wf_success(prefix, id, at, ttl)
+        if job[2] then wf_success(prefix, id, at, ttl) end
       elseif kind == 'r' then
         redis.call('HSET', key, 'status', 'RETRY', 'finished', at, 'error', b, 'due', a)
         redis.call('ZADD', schedule, a, id)
@@ -71,14 +73,14 @@ for i = 6, #ARGV, 6 do
         local e = cjson.decode(b)
         local line = e['type']
         if e['message'] and e['message'] ~= '' then line = line .. ': ' .. e['message'] end
-        redis.call('XADD', dead, '*', 'id', id, 'name', redis.call('HGET', key, 'name'),
+        redis.call('XADD', dead, '*', 'id', id, 'name', job[1],
           'error', line, 'at', at)
         if a ~= '' then
           local rkey = prefix .. 'result.' .. id
           redis.call('DEL', rkey)
           redis.call('RPUSH', rkey, a)
         end
-        wf_fail(prefix, id, at, ttl, line)
+        if job[2] then wf_fail(prefix, id, at, ttl, line) end
       else
         if a == '1' then
           local tries = redis.call('HINCRBY', key, 'tries', -1)
