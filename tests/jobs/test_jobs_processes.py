@@ -603,7 +603,7 @@ def test_sigterm_lets_a_job_finish_within_the_grace_period(jobs: Jobs) -> None:
     held = jobs.hold("held", "held")
     wait_for(lambda: jobs.started(held), HANG)
     worker.signal(signal.SIGTERM)
-    wait_for(lambda: "waiting up to 60.0s for 1 running jobs" in worker.output, HANG)
+    wait_for(lambda: "waiting up to 60.0s for 1 running job" in worker.output, HANG)
     queued = jobs.quick("queued", 2)  # not taken any more
     assert jobs.record(held).status == JobStatus.EXECUTING
     jobs.open("held")
@@ -815,7 +815,7 @@ def test_supervisor_sigint_stops_all_children_gracefully(jobs: Jobs) -> None:
     wait_for(lambda: jobs.started(held), HANG)
     supervisor.signal(signal.SIGINT)
     wait_for(lambda: supervisor.output.count("worker stopping: received SIGTERM") == 2, HANG)
-    wait_for(lambda: "waiting up to 60.0s for 1 running jobs" in supervisor.output, HANG)
+    wait_for(lambda: "waiting up to 60.0s for 1 running job" in supervisor.output, HANG)
     assert supervisor.proc.poll() is None  # waiting for the job
     jobs.open("held")
     assert exit_code(supervisor) == 0, supervisor.output
@@ -832,7 +832,7 @@ def test_supervisor_second_sigint_stops_at_once(jobs: Jobs) -> None:
     held = jobs.hold("held", "held")
     wait_for(lambda: jobs.started(held), HANG)
     supervisor.signal(signal.SIGINT)
-    wait_for(lambda: "waiting up to 60.0s for 1 running jobs" in supervisor.output, HANG)
+    wait_for(lambda: "waiting up to 60.0s for 1 running job" in supervisor.output, HANG)
     supervisor.signal(signal.SIGINT)
     code = exit_code(supervisor)
     assert code != 0, supervisor.output
