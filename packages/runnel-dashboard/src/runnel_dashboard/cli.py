@@ -46,6 +46,14 @@ if TYPE_CHECKING:
     metavar="SECONDS",
     help="How often the throughput history is sampled.",
 )
+@click.option(
+    "--history-hours",
+    type=click.FloatRange(0.001, 24 * 31),
+    default=24.0,
+    show_default=True,
+    metavar="HOURS",
+    help="How long the history kept in the store reaches back (one sample per interval).",
+)
 @plugin_option
 def dashboard(
     target: str,
@@ -53,6 +61,7 @@ def dashboard(
     host: str,
     allow_actions: bool,
     sample_every: float,
+    history_hours: float,
     plugins: tuple[str, ...],
 ) -> None:
     """Serve a web page that shows, live, the app's processors, their workers and
@@ -74,7 +83,10 @@ def dashboard(
     if away is not None:
         click.echo(f"warning: {away}; the page says so until it answers", err=True)
     options = Options(
-        allow_actions=allow_actions, loopback_only=_loopback(host), sample_every=sample_every
+        allow_actions=allow_actions,
+        loopback_only=_loopback(host),
+        sample_every=sample_every,
+        history_hours=history_hours,
     )
     config = uvicorn.Config(
         create_app(app, options), log_level="warning", access_log=False, lifespan="on"

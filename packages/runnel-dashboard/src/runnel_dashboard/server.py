@@ -30,6 +30,8 @@ from runnel.admin.dead_letters import NotFound, select_dead_jobs
 from runnel.app import App
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError
 from runnel.runtime.retry import cancel_and_wait
+from runnel_dashboard import api
+from runnel_dashboard.history import History
 from runnel_dashboard.sampler import Sampler
 from runnel_dashboard.snapshot import hide_password, snapshot
 
@@ -44,19 +46,23 @@ class Options:
     loopback_only: bool = True
     """Answer only requests addressed to a loopback name (no DNS rebinding)."""
     sample_every: float = 5.0
+    history_hours: float = 24.0
+    """How long the history in the store reaches back (history.py)."""
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
 
 def create_app(app: App, options: Options) -> Starlette:
     sampler = Sampler()
+    history = History(app, options.sample_every, options.history_hours)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         task = asyncio.create_task(sampler.run(lambda: snapshot(app), options.sample_every))
+        kept = asyncio.create_task(history.run(lambda: snapshot(app)))
         try:
             yield
         finally:
-            await cancel_and_wait([task])
+            await cancel_and_wait([task, kept])
             await app.aclose()
 
     async def page(request: Request) -> Response:
@@ -108,6 +114,7 @@ def create_app(app: App, options: Options) -> Starlette:
             Route("/", page),
             Route("/api/state", state),
             Route("/api/dead/{action:str}", dead_action, methods=["POST"]),
+            *api.routes(app, history, options.allow_actions),
             Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
         ],
         middleware=middleware,

@@ -120,8 +120,11 @@ class Selection:
         )
 
 
-async def stream_dead_letters(selection: Selection) -> list[StreamDeadLetter]:
-    """The selected dead letters, in the sink's order (oldest first)."""
+async def stream_dead_letters(
+    selection: Selection, limit: int | None = None
+) -> list[StreamDeadLetter]:
+    """The selected dead letters, in the sink's order (oldest first); at most ``limit``
+    of them (the oldest), so that a page can show a sink of any size."""
     admin = admin_of(selection.stream.app.store)
     found: list[StreamDeadLetter] = []
     after: bytes | None = None
@@ -131,6 +134,8 @@ async def stream_dead_letters(selection: Selection) -> list[StreamDeadLetter]:
             letter = _parse(selection.stream, sink_id, fields)
             if selection.keeps(letter):
                 found.append(letter)
+                if limit is not None and len(found) >= limit:
+                    return found
         if len(page) < PAGE:
             return found
         after = page[-1][0]

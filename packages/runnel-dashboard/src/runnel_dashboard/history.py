@@ -1,0 +1,164 @@
+"""The long history: one sample of the app per time bucket, kept in the app's store so
+that it outlives the dashboard and is shared by every dashboard of the app.
+
+Samples go to a one-partition log of the app's own, stream :data:`STREAM` (on Redis the
+stream key ``__strm:{app}.__dashboard.0``; docs/operations.md#dashboard), written through
+the store's log role like any partition: an entry's id is its bucket's start
+(``{milliseconds}-0``), and a store refuses an id not above the last one
+(:class:`~runnel.exceptions.EntryIdError`), so when several dashboards run the first to
+write a bucket wins and the others' writes of it are refused. The partition is capped
+(``maxlen``) at the number of buckets in the kept span, as any partition is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runnel.admin.declarations import Declarations
+from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
+from runnel.runtime.retry import reraise_if_cancelled
+from runnel.store.backend import admin_of
+from runnel.store.log import PartitionId, trim_slack
+from runnel_dashboard.sampler import Sampler
+from runnel_dashboard.streams import sink_lengths
+
+log = logging.getLogger("runnel.dashboard")
+
+STREAM = "__dashboard"
+"""The stream name of the history partition (number 0); no app declares it (a name of
+the app's would be a Python identifier or a dotted name, not a double underscore)."""
+FIELD = b"sample"
+POINTS = 720
+"""The most samples a chart is sent: a longer span is thinned evenly."""
+PAGE = 1000
+
+
+def partition(app: str) -> PartitionId:
+    return PartitionId(app, STREAM, 0)
+
+
+def capacity(every: float, hours: float) -> int:
+    """How many samples the kept span holds: one per bucket of ``every`` seconds."""
+    return max(2, math.ceil(hours * 3600 / every))
+
+
+def bound(every: float, hours: float) -> int:
+    """The most entries the history partition ever holds: the cap plus the store's trim
+    slack (a store trims back to the cap once past it by that much)."""
+    keep = capacity(every, hours)
+    return keep + trim_slack(keep)
+
+
+@dataclass
+class History:
+    """Samples the app every ``every`` seconds and writes the sample of each bucket to
+    the store once, keeping ``hours`` of them."""
+
+    app: Declarations
+    every: float
+    hours: float
+    sampler: Sampler = field(default_factory=lambda: Sampler(keep=2))
+    _failed: dict[str, int] = field(default_factory=dict)
+    _dead: dict[str, int | None] = field(default_factory=dict)
+    _last_at: float | None = None
+
+    @property
+    def keep(self) -> int:
+        return capacity(self.every, self.hours)
+
+    async def record(self, snap: dict[str, Any], at: float) -> bool:
+        """Write the sample of the bucket ``at`` falls in, unless a dashboard did: True if
+        this one wrote it."""
+        sample = self.sample(snap, await sink_lengths(self.app), at)
+        bucket_ms = int(at // self.every * self.every * 1000)
+        body = json.dumps(sample, separators=(",", ":")).encode()
+        try:
+            await self.app.store.log.append(
+                [(partition(self.app.name), {FIELD: body})], maxlen=self.keep, ids=[f"{bucket_ms}-0"]
+            )
+        except (EntryIdError, PartlySent):  # another dashboard wrote this bucket first
+            return False
+        return True
+
+    def sample(self, snap: dict[str, Any], dead: dict[str, int | None], at: float) -> dict[str, Any]:
+        """Rates since this dashboard's previous look (None at the first), and the gauges
+        of now; rates come from each dashboard's own looks, so they hold whichever
+        dashboard writes a bucket."""
+        seen = self.sampler.add(snap, at)
+        failed = {
+            str(ex["id"]): int(ex.get("failed", 0) or 0)
+            for ex in (snap["jobs"] or {}).get("executors", [])
+        }
+        spent = at - self._last_at if self._last_at is not None else 0.0
+        failures: float | None = None
+        new_dead: dict[str, float | None] = {}
+        if spent > 0:
+            # Counters restart with each executor: one that is new counts from zero.
+            grown = sum(max(0, n - self._failed.get(ex, 0)) for ex, n in failed.items())
+            failures = grown / spent if snap["jobs"] else None
+        for name, count in dead.items():
+            before = self._dead.get(name)
+            if spent > 0 and count is not None and before is not None:
+                new_dead[name] = max(0, count - before) / spent
+            else:
+                new_dead[name] = None
+        self._failed, self._dead, self._last_at = failed, dict(dead), at
+        processors = snap["processors"]
+        return {
+            "jobs_per_second": seen.jobs_per_second,
+            "job_failures_per_second": failures,
+            "processed": seen.processed,
+            "backlog": seen.backlog,
+            "lag": {p["name"]: sum(x["lag"] or 0 for x in p["partitions"]) for p in processors},
+            "quarantined": {
+                p["name"]: sum(1 for x in p["partitions"] if x["state"] == "QUARANTINED")
+                for p in processors
+            },
+            "lost": {p["name"]: sum(x["lost"] or 0 for x in p["partitions"]) for p in processors},
+            "dead_letters": dead,
+            "dead_letters_per_second": new_dead,
+        }
+
+    async def read(self, since: float) -> list[dict[str, Any]]:
+        """The samples of buckets from ``since`` on, oldest first, at most :data:`POINTS`
+        (evenly thinned), each with its bucket time ``at``."""
+        admin = admin_of(self.app.store)
+        found: list[dict[str, Any]] = []
+        after: bytes | None = f"{max(0, int(since * 1000) - 1)}-0".encode()
+        while True:
+            page = await admin.scan(partition(self.app.name), after, PAGE)
+            for entry_id, fields in page:
+                try:
+                    sample = json.loads(fields.get(FIELD, b"{}"))
+                except ValueError:
+                    continue
+                sample["at"] = int(entry_id.split(b"-")[0]) / 1000
+                found.append(sample)
+            if len(page) < PAGE:
+                break
+            after = page[-1][0]
+        if len(found) > POINTS:
+            step = len(found) / POINTS
+            found = [found[int(i * step)] for i in range(POINTS - 1)] + [found[-1]]
+        return found
+
+    async def run(self, take: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        """Sample until cancelled, one look per bucket; a failed look leaves a gap."""
+        while True:
+            reraise_if_cancelled()
+            try:
+                await self.record(await take(), time.time())
+            except Misconfigured as exc:  # a store without logs to read: no history
+                log.warning("no history: %s", exc)
+                return
+            except Exception as exc:
+                reraise_if_cancelled()
+                log.debug("recording the history failed: %s", exc)
+            await asyncio.sleep(self.every - time.time() % self.every)

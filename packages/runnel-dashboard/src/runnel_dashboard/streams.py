@@ -1,0 +1,141 @@
+"""The streams views: each stream's dead letters (what ``runnel dead list`` shows), the
+quarantined partitions, failures per processor and the events lost to trimming, read
+through core's read models and interfaces (:mod:`runnel.admin`, the store's roles).
+
+Reading is bounded: at most :data:`DEAD_SHOWN` dead letters of each stream (its oldest),
+while the count is the sink's length, so the page says how many it leaves out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from runnel.admin.dead_letters import Selection, stream_dead_letters
+from runnel.admin.declarations import Declarations
+from runnel.exceptions import Misconfigured
+from runnel.middleware.dead_letter import DeadLetterMiddleware
+from runnel.processor import Processor
+from runnel.store.backend import admin_of
+from runnel.stream import Stream
+
+DEAD_SHOWN = 100
+"""Dead letters listed per stream at most (the oldest); the count covers them all."""
+
+
+def dead_letter_processors(app: Declarations, stream: Stream) -> list[str]:
+    """The processors that forward the failed events of ``stream`` to its sink: their
+    DeadLetterMiddleware's source is it (a letter does not record which one failed)."""
+    return sorted(
+        proc.name
+        for proc in app.processors.values()
+        if any(
+            isinstance(m, DeadLetterMiddleware) and m.source is stream for m in proc.middleware
+        )
+    )
+
+
+def sinks(app: Declarations) -> list[tuple[Stream, Stream]]:
+    """(source, sink) for each stream with a dead-letter sink ``dead.{source}``."""
+    return [
+        (stream, app.streams[f"dead.{name}"])
+        for name, stream in sorted(app.streams.items())
+        if f"dead.{name}" in app.streams
+    ]
+
+
+async def sink_lengths(app: Declarations) -> dict[str, int | None]:
+    """How many dead letters each stream's sink holds (None: a store that cannot count)."""
+    pairs = sinks(app)
+    keys = [sink.partitions[0].id for _, sink in pairs]
+    try:
+        lengths: dict[Any, int | None] = dict(await admin_of(app.store).lengths(keys))
+    except Misconfigured:
+        lengths = dict.fromkeys(keys)
+    return {source.name: lengths[sink.partitions[0].id] for source, sink in pairs}
+
+
+async def dead_letters_report(app: Declarations) -> list[dict[str, Any]]:
+    """Per stream with a sink: the count, per-partition counts of those listed, and the
+    oldest :data:`DEAD_SHOWN` letters."""
+    counts = await sink_lengths(app)
+    report = []
+    for source, _ in sinks(app):
+        letters = await stream_dead_letters(
+            Selection(source, None, None, None, None), limit=DEAD_SHOWN
+        )
+        rows = [
+            {
+                "id": letter.id.decode(),
+                "partition": letter.partition.number if letter.partition else None,
+                "source_id": letter.source_id,
+                "failed": letter.failed_at.isoformat(timespec="seconds"),
+                "error": letter.error,
+            }
+            for letter in letters
+        ]
+        shown = Counter(row["partition"] for row in rows)
+        report.append(
+            {
+                "stream": source.name,
+                "processors": dead_letter_processors(app, source),
+                "count": counts[source.name],
+                "shown": len(rows),
+                "by_partition": [
+                    {"partition": number, "shown": n}
+                    for number, n in sorted(shown.items(), key=lambda kv: (kv[0] is None, kv[0]))
+                ],
+                "letters": rows,
+            }
+        )
+    return report
+
+
+async def processor_report(app: Declarations, proc: Processor) -> dict[str, Any]:
+    """One processor's quarantined partitions (why and since when) and lost events."""
+    stream = proc.stream
+    keys = [p.id for p in stream.partitions]
+    try:
+        quarantined = await app.store.coordination(app.name, stream.name, proc.name).quarantined()
+    except Misconfigured:  # a store that keeps no quarantines
+        quarantined = {}
+    lost = await app.store.log.lost(keys, proc.name)
+    try:
+        lengths: dict[Any, int | None] = dict(await admin_of(app.store).lengths(keys))
+    except Misconfigured:
+        lengths = dict.fromkeys(keys)
+    return {
+        "processor": proc.name,
+        "stream": stream.name,
+        "policy": proc.exception_policy.name,
+        "quarantined": [
+            {
+                "partition": key.number,
+                "failing_id": q.id,
+                "since": q.since,
+                "error": q.error,
+            }
+            for key in keys
+            if (q := quarantined.get(key)) is not None
+        ],
+        "lost": [
+            {"partition": key.number, "lost": lost[key], "length": lengths[key]}
+            for key in keys
+            if lost[key]
+        ],
+    }
+
+
+async def streams_report(app: Declarations) -> dict[str, Any]:
+    """What the streams views show: dead letters per stream, and per processor its
+    quarantined partitions, lost events, and a failure summary."""
+    dead = await dead_letters_report(app)
+    counts = {d["stream"]: d["count"] for d in dead}
+    processors = []
+    for proc in app.processors.values():
+        entry = await processor_report(app, proc)
+        forwards = proc.name in dead_letter_processors(app, proc.stream)
+        entry["dead_letters"] = counts.get(proc.stream.name) if forwards else None
+        entry["lost_total"] = sum(x["lost"] for x in entry["lost"])
+        processors.append(entry)
+    return {"dead_shown": DEAD_SHOWN, "dead": dead, "processors": processors}
