@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -98,7 +97,9 @@ def dead_letters(mod: ModuleType) -> list[Any]:
 
 
 def quarantined(mod: ModuleType) -> dict[Any, Any]:
-    return run(mod, lambda: mod.app.store.coordination(mod.app.name, "pings", "guard").quarantined())
+    return run(
+        mod, lambda: mod.app.store.coordination(mod.app.name, "pings", "guard").quarantined()
+    )
 
 
 READ = """

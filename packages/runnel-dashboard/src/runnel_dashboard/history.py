@@ -24,7 +24,7 @@ from typing import Any
 from runnel.admin.declarations import Declarations
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.runtime.retry import reraise_if_cancelled
-from runnel.store.backend import admin_of
+from runnel.store.backend import Backend, admin_of
 from runnel.store.log import PartitionId, trim_slack
 from runnel_dashboard.sampler import Sampler
 from runnel_dashboard.streams import sink_lengths
@@ -32,8 +32,8 @@ from runnel_dashboard.streams import sink_lengths
 log = logging.getLogger("runnel.dashboard")
 
 STREAM = "__dashboard"
-"""The stream name of the history partition (number 0); no app declares it (a name of
-the app's would be a Python identifier or a dotted name, not a double underscore)."""
+"""The stream name of the history partition (number 0); an app's own stream must not
+have this name (docs/operations.md#dashboard says so)."""
 FIELD = b"sample"
 POINTS = 720
 """The most samples a chart is sent: a longer span is thinned evenly."""
@@ -54,6 +54,46 @@ def bound(every: float, hours: float) -> int:
     slack (a store trims back to the cap once past it by that much)."""
     keep = capacity(every, hours)
     return keep + trim_slack(keep)
+
+
+async def write(
+    store: Backend, app: str, bucket_ms: int, sample: dict[str, Any], keep: int
+) -> bool:
+    """Append ``sample`` as the entry of bucket ``bucket_ms`` unless the bucket, or a
+    later one, is in (another dashboard wrote it): True if appended. The partition is
+    capped at ``keep`` entries."""
+    body = json.dumps(sample, separators=(",", ":")).encode()
+    try:
+        await store.log.append(
+            [(partition(app), {FIELD: body})], maxlen=keep, ids=[f"{bucket_ms}-0"]
+        )
+    except (EntryIdError, PartlySent):
+        return False
+    return True
+
+
+async def read(store: Backend, app: str, since: float) -> list[dict[str, Any]]:
+    """The samples of buckets from ``since`` (epoch seconds) on, oldest first, each with
+    its bucket's time as ``at``; at most :data:`POINTS`, evenly thinned."""
+    admin = admin_of(store)
+    found: list[dict[str, Any]] = []
+    after: bytes | None = f"{max(0, int(since * 1000) - 1)}-0".encode()
+    while True:
+        page = await admin.scan(partition(app), after, PAGE)
+        for entry_id, fields in page:
+            try:
+                sample = json.loads(fields.get(FIELD, b"{}"))
+            except ValueError:
+                continue
+            sample["at"] = int(entry_id.split(b"-")[0]) / 1000
+            found.append(sample)
+        if len(page) < PAGE:
+            break
+        after = page[-1][0]
+    if len(found) > POINTS:
+        step = len(found) / POINTS
+        found = [found[int(i * step)] for i in range(POINTS - 1)] + [found[-1]]
+    return found
 
 
 @dataclass
@@ -78,16 +118,11 @@ class History:
         this one wrote it."""
         sample = self.sample(snap, await sink_lengths(self.app), at)
         bucket_ms = int(at // self.every * self.every * 1000)
-        body = json.dumps(sample, separators=(",", ":")).encode()
-        try:
-            await self.app.store.log.append(
-                [(partition(self.app.name), {FIELD: body})], maxlen=self.keep, ids=[f"{bucket_ms}-0"]
-            )
-        except (EntryIdError, PartlySent):  # another dashboard wrote this bucket first
-            return False
-        return True
+        return await write(self.app.store, self.app.name, bucket_ms, sample, self.keep)
 
-    def sample(self, snap: dict[str, Any], dead: dict[str, int | None], at: float) -> dict[str, Any]:
+    def sample(
+        self, snap: dict[str, Any], dead: dict[str, int | None], at: float
+    ) -> dict[str, Any]:
         """Rates since this dashboard's previous look (None at the first), and the gauges
         of now; rates come from each dashboard's own looks, so they hold whichever
         dashboard writes a bucket."""
@@ -127,27 +162,7 @@ class History:
         }
 
     async def read(self, since: float) -> list[dict[str, Any]]:
-        """The samples of buckets from ``since`` on, oldest first, at most :data:`POINTS`
-        (evenly thinned), each with its bucket time ``at``."""
-        admin = admin_of(self.app.store)
-        found: list[dict[str, Any]] = []
-        after: bytes | None = f"{max(0, int(since * 1000) - 1)}-0".encode()
-        while True:
-            page = await admin.scan(partition(self.app.name), after, PAGE)
-            for entry_id, fields in page:
-                try:
-                    sample = json.loads(fields.get(FIELD, b"{}"))
-                except ValueError:
-                    continue
-                sample["at"] = int(entry_id.split(b"-")[0]) / 1000
-                found.append(sample)
-            if len(page) < PAGE:
-                break
-            after = page[-1][0]
-        if len(found) > POINTS:
-            step = len(found) / POINTS
-            found = [found[int(i * step)] for i in range(POINTS - 1)] + [found[-1]]
-        return found
+        return await read(self.app.store, self.app.name, since)
 
     async def run(self, take: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         """Sample until cancelled, one look per bucket; a failed look leaves a gap."""

@@ -29,9 +29,7 @@ def dead_letter_processors(app: Declarations, stream: Stream) -> list[str]:
     return sorted(
         proc.name
         for proc in app.processors.values()
-        if any(
-            isinstance(m, DeadLetterMiddleware) and m.source is stream for m in proc.middleware
-        )
+        if any(isinstance(m, DeadLetterMiddleware) and m.source is stream for m in proc.middleware)
     )
 
 
