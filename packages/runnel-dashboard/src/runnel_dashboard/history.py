@@ -117,7 +117,8 @@ class History:
         """Write the sample of the bucket ``at`` falls in, unless a dashboard did: True if
         this one wrote it."""
         sample = self.sample(snap, await sink_lengths(self.app), at)
-        bucket_ms = int(at // self.every * self.every * 1000)
+        step = max(1, round(self.every * 1000))  # whole milliseconds: no float drift
+        bucket_ms = int(at * 1000) // step * step
         return await write(self.app.store, self.app.name, bucket_ms, sample, self.keep)
 
     def sample(
