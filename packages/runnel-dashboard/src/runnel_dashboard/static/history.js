@@ -42,17 +42,25 @@
     return Number.isInteger(v) ? String(v) : v.toFixed(v < 10 ? 2 : 1);
   }
 
+  // The y axis's top: a round number at or above the highest value (1 when all are 0).
+  function roundUp(v) {
+    if (v <= 0) return 1;
+    const magnitude = 10 ** Math.floor(Math.log10(v));
+    const step = [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].find((m) => m * magnitude >= v * (1 - 1e-9));
+    return step * magnitude;
+  }
+
   // A chart of series [{label, points: [[at, value|null], ...]}] over [from, to].
   function chart(title, unit, series, from, to) {
     const values = series.flatMap((s) => s.points.map((p) => p[1]).filter((v) => v !== null));
-    const top = Math.max(1e-9, ...values) * 1.05;
+    const top = roundUp(Math.max(0, ...values));
     const w = WIDTH - PAD.left - PAD.right;
     const h = HEIGHT - PAD.top - PAD.bottom;
     const x = (at) => PAD.left + ((at - from) / Math.max(1, to - from)) * w;
     const y = (v) => PAD.top + h - (v / top) * h;
     const root = svg("svg", { width: WIDTH, height: HEIGHT, viewBox: `0 0 ${WIDTH} ${HEIGHT}`, class: "chart" });
     // y axis: 0, half and top, labelled; grid lines across.
-    for (const v of [0, top / 2, top / 1.05]) {
+    for (const v of [0, top / 2, top]) {
       root.append(svg("line", { x1: PAD.left, x2: WIDTH - PAD.right, y1: y(v), y2: y(v), class: "grid" }));
       root.append(svg("text", { x: PAD.left - 6, y: y(v) + 4, "text-anchor": "end", class: "tick y" }, number(v)));
     }
@@ -118,14 +126,15 @@
       box.replaceChildren(el("p", { class: "empty" }, `no samples yet: ${note}`));
       return;
     }
-    const from = body.now - body.span;
+    // From the first sample shown (or the span's start, if samples reach that far).
+    const from = Math.max(body.now - body.span, samples[0].at);
     const to = body.now;
     const figures = [
       chart("Throughput per processor", "events per second", keyed(samples, "processed"), from, to),
       chart("Backlog per processor", "events waiting or unacknowledged", keyed(samples, "backlog"), from, to),
       chart("Lag per processor", "events not yet delivered", keyed(samples, "lag"), from, to),
     ];
-    if (samples.some((s) => s.jobs_per_second !== null && s.jobs_per_second !== undefined)) {
+    if (samples.some((s) => s.job_failures_per_second !== null && s.job_failures_per_second !== undefined)) {
       figures.push(
         chart(
           "Job rates",

@@ -63,7 +63,10 @@
     }
     const headers = [["partition", "num"], ["dead letter id"], ["event id"], ["processor"], ["failed"], ["error"]];
     if (allowed) headers.push([""]);
-    const rows = d.letters.map((x) => {
+    // Grouped by partition (those of no partition last), each in the sink's order.
+    const order = (x) => (x.partition === null ? Infinity : x.partition);
+    const grouped = [...d.letters].sort((a, b) => order(a) - order(b));
+    const rows = grouped.map((x) => {
       const args = { stream: d.stream, partition: x.partition, ids: [x.id] };
       return el(
         "tr",
