@@ -9,6 +9,7 @@ import asyncio
 import importlib.util
 import json
 import textwrap
+import urllib.error
 import urllib.request
 from pathlib import Path
 from types import ModuleType
@@ -18,9 +19,9 @@ import pytest
 
 from runnel.store.backend import admin_of
 from runnel_dashboard.history import bound, capacity, partition
-from tests.dashboard.test_dashboard import rows
+from tests.dashboard.test_dashboard import assert_one_error_line, rows
 from tests.support.dashboard import Dashboard
-from tests.support.processes import env_with, wait_for
+from tests.support.processes import cli, env_with, wait_for
 
 MODULE = "historyapp"
 TARGET = f"{MODULE}:app"
@@ -112,6 +113,10 @@ def test_the_charts_show_the_samples_of_a_dashboard_started_before(
     again = Dashboard(TARGET, tmp_path, env, "--sample-every", "0.3")
     try:
         assert set(times) <= {s["at"] for s in history(again)["samples"]}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            history(again, span="2d")
+        assert refused.value.code == 400
+        assert json.loads(refused.value.read()) == {"error": "span must be one of 1h, 6h, 24h"}
         browser.get(again.url)
         box = wait_for(lambda: rows(browser, "#history[data-first]:not([data-first=''])"))[0]
         assert float(box.get_attribute("data-first")) == times[0]
@@ -172,3 +177,10 @@ def test_the_history_keeps_its_bound_with_two_dashboards_sampling(
         one.close()
         two.close()
     assert "Traceback" not in one.log_path.read_text() + two.log_path.read_text()
+
+
+def test_a_bad_history_span_is_one_error_line(
+    module: ModuleType, tmp_path: Path, redis_url: str
+) -> None:
+    done = cli("dashboard", TARGET, "--history-hours", "0", cwd=tmp_path, env=env_with(redis_url))
+    assert_one_error_line(done, "--history-hours")

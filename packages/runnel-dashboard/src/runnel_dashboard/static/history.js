@@ -175,13 +175,11 @@
     timer = setTimeout(load, Math.max(2000, every * 1000));
   }
 
-  for (const choice of document.querySelectorAll("#history-span button")) {
-    choice.addEventListener("click", () => {
-      span = choice.dataset.span;
-      for (const other of document.querySelectorAll("#history-span button")) other.classList.toggle("chosen", other === choice);
-      load();
-    });
-  }
+  const chooser = document.getElementById("history-span");
+  chooser.addEventListener("change", () => {
+    span = chooser.value;
+    load();
+  });
   window.addEventListener("runnel:refresh", load);
   load();
 })();
