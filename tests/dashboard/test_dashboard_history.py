@@ -19,7 +19,7 @@ import pytest
 
 from runnel.store.backend import admin_of
 from runnel_dashboard.history import bound, capacity, partition
-from tests.dashboard.test_dashboard import assert_one_error_line, rows
+from tests.dashboard.test_dashboard import rows
 from tests.support.dashboard import Dashboard
 from tests.support.processes import cli, env_with, wait_for
 
@@ -179,8 +179,13 @@ def test_the_history_keeps_its_bound_with_two_dashboards_sampling(
     assert "Traceback" not in one.log_path.read_text() + two.log_path.read_text()
 
 
-def test_a_bad_history_span_is_one_error_line(
+def test_a_bad_history_span_is_a_usage_error(
     module: ModuleType, tmp_path: Path, redis_url: str
 ) -> None:
+    """As every wrong command line (docs/cli.md): exit 2, click's usage and one Error: line."""
     done = cli("dashboard", TARGET, "--history-hours", "0", cwd=tmp_path, env=env_with(redis_url))
-    assert_one_error_line(done, "--history-hours")
+    assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        "Error: Invalid value for '--history-hours': 0.0 is not in the range 0.001<=x<=744."
+    ]
