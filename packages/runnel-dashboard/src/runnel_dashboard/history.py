@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runnel.admin.declarations import Declarations
+from runnel.app import App
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.runtime.retry import reraise_if_cancelled
 from runnel.store.backend import Backend, admin_of
@@ -101,7 +101,7 @@ class History:
     """Samples the app every ``every`` seconds and writes the sample of each bucket to
     the store once, keeping ``hours`` of them."""
 
-    app: Declarations
+    app: App
     every: float
     hours: float
     sampler: Sampler = field(default_factory=lambda: Sampler(keep=2))

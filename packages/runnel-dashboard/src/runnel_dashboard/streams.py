@@ -11,38 +11,21 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from runnel.admin.dead_letters import Selection, stream_dead_letters
-from runnel.admin.declarations import Declarations
+from runnel.admin.dead_letters import (
+    Selection,
+    forwarding_processors,
+    sinks,
+    stream_dead_letters,
+)
+from runnel.app import App
 from runnel.exceptions import Misconfigured
-from runnel.middleware.dead_letter import DeadLetterMiddleware
-from runnel.processor import Processor
 from runnel.store.backend import admin_of
-from runnel.stream import Stream
 
 DEAD_SHOWN = 100
 """Dead letters listed per stream at most (the oldest); the count covers them all."""
 
 
-def dead_letter_processors(app: Declarations, stream: Stream) -> list[str]:
-    """The processors that forward the failed events of ``stream`` to its sink: their
-    DeadLetterMiddleware's source is it (a letter does not record which one failed)."""
-    return sorted(
-        proc.name
-        for proc in app.processors.values()
-        if any(isinstance(m, DeadLetterMiddleware) and m.source is stream for m in proc.middleware)
-    )
-
-
-def sinks(app: Declarations) -> list[tuple[Stream, Stream]]:
-    """(source, sink) for each stream with a dead-letter sink ``dead.{source}``."""
-    return [
-        (stream, app.streams[f"dead.{name}"])
-        for name, stream in sorted(app.streams.items())
-        if f"dead.{name}" in app.streams
-    ]
-
-
-async def sink_lengths(app: Declarations) -> dict[str, int | None]:
+async def sink_lengths(app: App) -> dict[str, int | None]:
     """How many dead letters each stream's sink holds (None: a store that cannot count)."""
     pairs = sinks(app)
     keys = [sink.partitions[0].id for _, sink in pairs]
@@ -53,7 +36,7 @@ async def sink_lengths(app: Declarations) -> dict[str, int | None]:
     return {source.name: lengths[sink.partitions[0].id] for source, sink in pairs}
 
 
-async def dead_letters_report(app: Declarations) -> list[dict[str, Any]]:
+async def dead_letters_report(app: App) -> list[dict[str, Any]]:
     """Per stream with a sink: the count, per-partition counts of those listed, and the
     oldest :data:`DEAD_SHOWN` letters."""
     counts = await sink_lengths(app)
@@ -76,7 +59,7 @@ async def dead_letters_report(app: Declarations) -> list[dict[str, Any]]:
         report.append(
             {
                 "stream": source.name,
-                "processors": dead_letter_processors(app, source),
+                "processors": forwarding_processors(app, source),
                 "count": counts[source.name],
                 "shown": len(rows),
                 "by_partition": [
@@ -89,8 +72,9 @@ async def dead_letters_report(app: Declarations) -> list[dict[str, Any]]:
     return report
 
 
-async def processor_report(app: Declarations, proc: Processor) -> dict[str, Any]:
-    """One processor's quarantined partitions (why and since when) and lost events."""
+async def processor_report(app: App, proc: Any) -> dict[str, Any]:
+    """One processor (of ``app.processors``): its quarantined partitions (why and since
+    when) and lost events."""
     stream = proc.stream
     keys = [p.id for p in stream.partitions]
     try:
@@ -124,7 +108,7 @@ async def processor_report(app: Declarations, proc: Processor) -> dict[str, Any]
     }
 
 
-async def streams_report(app: Declarations) -> dict[str, Any]:
+async def streams_report(app: App) -> dict[str, Any]:
     """What the streams views show: dead letters per stream, and per processor its
     quarantined partitions, lost events, and a failure summary."""
     dead = await dead_letters_report(app)
@@ -132,7 +116,7 @@ async def streams_report(app: Declarations) -> dict[str, Any]:
     processors = []
     for proc in app.processors.values():
         entry = await processor_report(app, proc)
-        forwards = proc.name in dead_letter_processors(app, proc.stream)
+        forwards = proc.name in forwarding_processors(app, proc.stream)
         entry["dead_letters"] = counts.get(proc.stream.name) if forwards else None
         entry["lost_total"] = sum(x["lost"] for x in entry["lost"])
         processors.append(entry)

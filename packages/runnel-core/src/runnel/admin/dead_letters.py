@@ -16,7 +16,7 @@ from runnel.admin.declarations import Declarations
 from runnel.admin.jobs import iso
 from runnel.exceptions import RunnelError
 from runnel.jobs.model import DeadLetter
-from runnel.middleware.dead_letter import letter_partition
+from runnel.middleware.dead_letter import DeadLetterMiddleware, letter_partition
 from runnel.store.backend import admin_of
 from runnel.store.log import PartitionId
 from runnel.stream import DATA, Stream
@@ -85,6 +85,25 @@ class StreamDeadLetter:
     failed_at: datetime
     error: str
     fields: dict[bytes, bytes]  # exactly what to append to the source partition again
+
+
+def sinks(app: Declarations) -> list[tuple[Stream, Stream]]:
+    """(source, sink) for each stream of the app with a dead-letter sink ``dead.{source}``."""
+    return [
+        (stream, app.streams[f"dead.{name}"])
+        for name, stream in sorted(app.streams.items())
+        if f"dead.{name}" in app.streams
+    ]
+
+
+def forwarding_processors(app: Declarations, stream: Stream) -> list[str]:
+    """The names of the processors that forward the failed events of ``stream`` to its
+    sink (a DeadLetterMiddleware of it): a letter does not record which one failed."""
+    return sorted(
+        proc.name
+        for proc in app.processors.values()
+        if any(isinstance(m, DeadLetterMiddleware) and m.source is stream for m in proc.middleware)
+    )
 
 
 def check_partition(stream: Stream, number: int | None) -> None:
