@@ -51,7 +51,7 @@
   }
 
   // A chart of series [{label, points: [[at, value|null], ...]}] over [from, to].
-  function chart(title, unit, series, from, to) {
+  function chart(title, unit, series, from, to, every) {
     const values = series.flatMap((s) => s.points.map((p) => p[1]).filter((v) => v !== null));
     const top = roundUp(Math.max(0, ...values));
     const w = WIDTH - PAD.left - PAD.right;
@@ -85,8 +85,14 @@
         }
         run = [];
       };
-      // A sample missing (nobody sampled, or the store was away) breaks the line.
-      s.points.forEach(([at, v]) => (v === null ? flush() : run.push([x(at).toFixed(1), y(v).toFixed(1)])));
+      // An unknown value, or samples missing for more than two intervals (no dashboard
+      // ran, or the store was away), breaks the line.
+      let before = null;
+      for (const [at, v] of s.points) {
+        if (v === null || (before !== null && at - before > 2 * every)) flush();
+        if (v !== null) run.push([x(at).toFixed(1), y(v).toFixed(1)]);
+        before = at;
+      }
       flush();
     });
     const legend = el(
@@ -129,10 +135,14 @@
     // From the first sample shown (or the span's start, if samples reach that far).
     const from = Math.max(body.now - body.span, samples[0].at);
     const to = body.now;
+    // The time between two samples: the interval, or more where the server thinned a
+    // long span down to its most points (then evenly spaced over it).
+    const thinned = samples.length >= 720 ? (samples[samples.length - 1].at - samples[0].at) / (samples.length - 1) : 0;
+    const spacing = Math.max(body.every, thinned);
     const figures = [
-      chart("Throughput per processor", "events per second", keyed(samples, "processed"), from, to),
-      chart("Backlog per processor", "events waiting or unacknowledged", keyed(samples, "backlog"), from, to),
-      chart("Lag per processor", "events not yet delivered", keyed(samples, "lag"), from, to),
+      chart("Throughput per processor", "events per second", keyed(samples, "processed"), from, to, spacing),
+      chart("Backlog per processor", "events waiting or unacknowledged", keyed(samples, "backlog"), from, to, spacing),
+      chart("Lag per processor", "events not yet delivered", keyed(samples, "lag"), from, to, spacing),
     ];
     if (samples.some((s) => s.job_failures_per_second !== null && s.job_failures_per_second !== undefined)) {
       figures.push(
@@ -145,6 +155,7 @@
           ],
           from,
           to,
+          spacing,
         ),
       );
     }
@@ -152,7 +163,7 @@
       ...keyed(samples, "dead_letters").map((s) => ({ ...s, label: `${s.label}: dead letters` })),
       ...keyed(samples, "quarantined").map((s) => ({ ...s, label: `${s.label}: quarantined partitions` })),
     ];
-    if (failures.length) figures.push(chart("Failures", "dead letters held, partitions quarantined", failures, from, to));
+    if (failures.length) figures.push(chart("Failures", "dead letters held, partitions quarantined", failures, from, to, spacing));
     const first = clock(samples[0].at, true);
     box.replaceChildren(el("p", { class: "sub history-note" }, `${note}; first shown ${first}`), el("div", { class: "charts" }, figures));
   }
