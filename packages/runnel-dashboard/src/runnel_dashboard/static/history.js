@@ -30,9 +30,9 @@
     return node;
   }
 
-  function clock(seconds, withDate) {
+  function clock(seconds, withDate, withSeconds) {
     const d = new Date(seconds * 1000);
-    const hm = d.toTimeString().slice(0, 5);
+    const hm = d.toTimeString().slice(0, withSeconds ? 8 : 5);
     return withDate ? `${d.toISOString().slice(5, 10)} ${hm}` : hm;
   }
 
@@ -70,7 +70,8 @@
       const at = from + ((to - from) * i) / 4;
       root.append(svg("line", { x1: x(at), x2: x(at), y1: PAD.top + h, y2: PAD.top + h + 4, class: "axis" }));
       const anchor = i === 0 ? "start" : i === 4 ? "end" : "middle";
-      root.append(svg("text", { x: x(at), y: HEIGHT - 6, "text-anchor": anchor, class: "tick x" }, clock(at, days)));
+      const label = clock(at, days, to - from < 600);
+      root.append(svg("text", { x: x(at), y: HEIGHT - 6, "text-anchor": anchor, class: "tick x" }, label));
     }
     root.append(svg("line", { x1: PAD.left, x2: WIDTH - PAD.right, y1: PAD.top + h, y2: PAD.top + h, class: "axis" }));
     root.append(svg("line", { x1: PAD.left, x2: PAD.left, y1: PAD.top, y2: PAD.top + h, class: "axis" }));
