@@ -33,7 +33,8 @@
   function clock(seconds, withDate, withSeconds) {
     const d = new Date(seconds * 1000);
     const hm = d.toTimeString().slice(0, withSeconds ? 8 : 5);
-    return withDate ? `${d.toISOString().slice(5, 10)} ${hm}` : hm;
+    const day = `${String(d.getMonth() + 1).padStart(2, "0")}-${String(d.getDate()).padStart(2, "0")}`;
+    return withDate ? `${day} ${hm}` : hm;
   }
 
   function number(v) {
