@@ -36,7 +36,9 @@ class RedisJobBrowsing:
         queues = await self.queues()
         async with self.redis.pipeline(transaction=False) as pipe:
             for queue in queues:
-                pipe.zrange(self.layout.job_schedule(self.app, queue), 0, limit - 1, withscores=True)
+                pipe.zrange(
+                    self.layout.job_schedule(self.app, queue), 0, limit - 1, withscores=True
+                )
             replies = await pipe.execute()
         found = [(float(at), _text(job_id)) for reply in replies for job_id, at in reply]
         found.sort()

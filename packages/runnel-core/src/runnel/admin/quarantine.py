@@ -28,6 +28,8 @@ async def skip_event(proc: Processor, number: int, xid: str | None, by: str) -> 
         stopped = (await coordination(proc).quarantined()).get(key)
         if stopped is None:
             raise RunnelError(f"partition {number} of {proc.name} is not quarantined")
+        if stopped.id is None:
+            raise RunnelError(f"partition {number} of {proc.name} stopped on no known event")
         xid = stopped.id
     if first.decode() != xid:
         raise RunnelError(

@@ -41,8 +41,8 @@ from runnel.jobs.model import (
 )
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 from runnel.memory import job_limits
-from runnel.memory.job_browse import MemoryJobBrowsing
 from runnel.memory import job_workflows as flows
+from runnel.memory.job_browse import MemoryJobBrowsing
 from runnel.memory.job_records import (
     Letter,
     StoredJob,
