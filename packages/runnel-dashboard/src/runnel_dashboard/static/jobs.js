@@ -204,9 +204,12 @@ function drawJob(job) {
 // --- drawing and polling ------------------------------------------------------------
 
 let jobsTimer = null;
+let drawing = 0; // a draw that a newer one overtook (the address changed) draws nothing
 
 async function drawJobsViews() {
   clearTimeout(jobsTimer);
+  const mine = ++drawing;
+  const shown = location.hash;
   const where = route();
   const page = document.getElementById("job-page");
   document.querySelector("main").hidden = Boolean(where.job);
@@ -214,9 +217,12 @@ async function drawJobsViews() {
   try {
     if (where.job) {
       try {
-        page.replaceChildren(...drawJob(await getJSON(`api/jobs/${encodeURIComponent(where.job)}`)));
+        const job = await getJSON(`api/jobs/${encodeURIComponent(where.job)}`);
+        if (mine !== drawing) return;
+        page.replaceChildren(...drawJob(job));
       } catch (err) {
         if (err.status !== 404) throw err;
+        if (mine !== drawing) return;
         page.replaceChildren(
           el("h2", {}, "Job ", el("span", { class: "mono" }, where.job)),
           el("p", {}, el("a", { href: "#/" }, "back to the dashboard")),
@@ -228,6 +234,7 @@ async function drawJobsViews() {
       if (where.name) query.set("name", where.name);
       if (where.queue) query.set("queue", where.queue);
       const [data, stats] = await Promise.all([getJSON(`api/jobs?${query}`), getJSON("api/job-stats")]);
+      if (mine !== drawing) return;
       const box = document.getElementById("jobs-browser");
       box.dataset.list = where.list;
       // The controls stay as they are while nothing they show changed (a search being
@@ -241,8 +248,9 @@ async function drawJobsViews() {
       box.replaceChildren(controls, ...drawList(where, data));
       document.getElementById("job-stats").replaceChildren(...drawStats(stats));
     }
-    document.body.dataset.jobsLoaded = where.job ? `job:${where.job}` : `list:${where.list}`;
+    document.body.dataset.jobsLoaded = shown; // the address drawn (for the tests)
   } catch (err) {
+    if (mine !== drawing) return;
     showProblem(`cannot update the jobs: ${err.message}`);
   }
   jobsTimer = setTimeout(drawJobsViews, JOBS_POLL_MS);
