@@ -240,7 +240,8 @@ def test_read_only_without_allow_actions(
         assert token == ""
         headers = {"Content-Type": "application/json", "X-Runnel-Token": token}
         for action in ("dead-job-replay", "dead-job-purge"):
-            assert post(dashboard.url + f"api/actions/{action}", {"ids": ["doomed"]}, headers) == 403
+            url = dashboard.url + f"api/actions/{action}"
+            assert post(url, {"ids": ["doomed"]}, headers) == 403
         assert status_of(module, "doomed") == JobStatus.DEAD
     finally:
         dashboard.close()

@@ -165,7 +165,8 @@ def test_every_jobs_view_and_every_job_action_from_the_page(
         ):
             wait_for(lambda j=job_id, e=expected: status(mod, j) == e)
         audit = tmp_path / "audit.jsonl"
-        board = Dashboard("jobsapp:app", tmp_path, env, "--allow-actions", "--audit-log", str(audit))
+        flags = ("--allow-actions", "--audit-log", str(audit))
+        board = Dashboard("jobsapp:app", tmp_path, env, *flags)
         try:
             url = board.url
             recent = listed(browser, url, "#/jobs?list=recent")
