@@ -22,7 +22,9 @@ class Audit:
     def record(
         self, who: str, client: str, action: str, target: Any, outcome: str, detail: str
     ) -> None:
-        """``outcome``: "done", "refused" (nothing was tried) or "failed"."""
+        """``outcome``: "done"; "refused" (nothing changed: not allowed, bad arguments,
+        no such target, or a state that does not allow it); "failed" (the store could
+        not be reached: it may or may not have happened)."""
         shown = json.dumps(target, sort_keys=True)
         LOGGER.info("%s from %s: %s %s: %s: %s", who, client, action, shown, outcome, detail)
         if self.path is None:

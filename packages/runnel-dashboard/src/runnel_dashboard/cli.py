@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--audit-log",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
     help="Append one JSON line per action request (who, action, target, outcome) to FILE.",
 )

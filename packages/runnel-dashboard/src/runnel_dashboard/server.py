@@ -126,9 +126,7 @@ def create_app(app: App, options: Options) -> Starlette:
         with contextlib.suppress(Exception):
             args = json.loads(await request.body())
         status, message = await _act(app, options, request, name, args)
-        outcome = "done" if status == 200 else "refused" if status in (400, 403, 409) else "failed"
-        if status == 404 and name not in ACTIONS:
-            outcome = "refused"
+        outcome = "done" if status == 200 else "failed" if status == 503 else "refused"
         options.audit.record(who, client, name, args, outcome, message)
         if status != 200:
             return _error(status, message)
