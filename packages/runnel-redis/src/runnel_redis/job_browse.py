@@ -50,7 +50,16 @@ class RedisJobBrowsing:
         after = f"({int(now * 1000)}"
         async with self.redis.pipeline(transaction=False) as pipe:
             for index in (self.results_index, self.cancelled_index):
-                pipe.zrevrangebyscore(index, "+inf", after, start=0, num=limit, withscores=True)
+                pipe.zrange(
+                    index,
+                    "+inf",
+                    after,
+                    desc=True,
+                    byscore=True,
+                    offset=0,
+                    num=limit,
+                    withscores=True,
+                )
             replies = await pipe.execute()
         found = [(float(until), _text(job_id)) for reply in replies for job_id, until in reply]
         found.sort(reverse=True)

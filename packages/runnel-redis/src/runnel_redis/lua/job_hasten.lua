@@ -7,7 +7,7 @@
 local queue = redis.call('HGET', KEYS[2], 'queue')
 local schedule = KEYS[1]
 if queue and queue ~= '' then schedule = ARGV[1] .. 'schedule.' .. queue end
-if not redis.call('ZSCORE', schedule, ARGV[2]) then return 0 end
-redis.call('ZADD', schedule, 'XX', ARGV[3], ARGV[2])
+if redis.call('ZREM', schedule, ARGV[2]) == 0 then return 0 end
+redis.call('ZADD', schedule, ARGV[3], ARGV[2])
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HSET', KEYS[2], 'due', ARGV[3]) end
 return 1
