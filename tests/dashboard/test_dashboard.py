@@ -190,7 +190,7 @@ def test_the_page_shows_a_running_app_and_replays_a_dead_job(
             wait_for(lambda: not rows(browser, "tr.dead"))
 
             # Not from another site: no token, or a foreign Origin, is refused.
-            action = dashboard.url + "api/dead/purge"
+            action = dashboard.url + "api/actions/dead-job-purge"
             json_type = {"Content-Type": "application/json"}
             assert post(action, {"ids": ["doomed"]}, json_type) == 403
             token = rows(browser, "meta[name=runnel-token]")[0].get_attribute("content")
@@ -239,8 +239,9 @@ def test_read_only_without_allow_actions(
         token = rows(browser, "meta[name=runnel-token]")[0].get_attribute("content")
         assert token == ""
         headers = {"Content-Type": "application/json", "X-Runnel-Token": token}
-        for action in ("replay", "purge"):
-            assert post(dashboard.url + f"api/dead/{action}", {"ids": ["doomed"]}, headers) == 403
+        for action in ("dead-job-replay", "dead-job-purge"):
+            url = dashboard.url + f"api/actions/{action}"
+            assert post(url, {"ids": ["doomed"]}, headers) == 403
         assert status_of(module, "doomed") == JobStatus.DEAD
     finally:
         dashboard.close()

@@ -235,6 +235,10 @@ def test_every_feature_runs_as_the_acl_user(restricted: Restricted) -> None:
         try:
             with urllib.request.urlopen(board.url + "api/state", timeout=60) as reply:
                 assert json.load(reply)
+            reads = [f"api/jobs?list={x}" for x in ("recent", "running", "retrying", "dead")]
+            for path in (*reads, "api/jobs?list=scheduled", "api/job-stats"):
+                with urllib.request.urlopen(board.url + path, timeout=60) as reply:
+                    assert json.load(reply), path
         finally:
             board.close()
         assert first.stop() == 0, first.output

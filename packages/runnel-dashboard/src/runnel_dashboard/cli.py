@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from runnel import logs
 from runnel.commands import failure, load, load_plugins, plugin_option, run
 from runnel.exceptions import Unavailable
+from runnel_dashboard.access import BASIC_AUTH_ENV, TOKEN_ENV, Access, parse_basic
+from runnel_dashboard.audit import Audit
 
 if TYPE_CHECKING:
     from runnel.app import App
@@ -36,7 +40,37 @@ if TYPE_CHECKING:
 @click.option(
     "--allow-actions",
     is_flag=True,
-    help="Show replay and purge buttons for dead jobs (read-only without it).",
+    help="Show the action buttons (replay, purge, cancel, retry, skip, resume); "
+    "read-only without it.",
+)
+@click.option(
+    "--token",
+    envvar=TOKEN_ENV,
+    show_envvar=True,
+    metavar="TOKEN",
+    help="Require this token on every request (open /?token=TOKEN once, or send "
+    "'Authorization: Bearer TOKEN'); the variable keeps it out of ps.",
+)
+@click.option(
+    "--basic-auth",
+    "basic_auth",
+    envvar=BASIC_AUTH_ENV,
+    show_envvar=True,
+    metavar="USER:PASSWORD",
+    help="Require HTTP basic auth with these credentials on every request; the "
+    "variable keeps them out of ps.",
+)
+@click.option(
+    "--public-read-only",
+    is_flag=True,
+    help="Serve a --host other than loopback without --token or --basic-auth, read-only "
+    "(refused without it).",
+)
+@click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Append one JSON line per action request (who, action, target, outcome) to FILE.",
 )
 @click.option(
     "--sample-every",
@@ -60,16 +94,33 @@ def dashboard(
     port: int,
     host: str,
     allow_actions: bool,
+    token: str | None,
+    basic_auth: str | None,
+    public_read_only: bool,
+    audit_log: Path | None,
     sample_every: float,
     history_hours: float,
     plugins: tuple[str, ...],
 ) -> None:
     """Serve a web page that shows, live, the app's processors, their workers and
-    partitions (owner, lag, pending), the leader, the job queue and its dead letters."""
+    partitions (owner, lag, pending), the leader, the job queue, its jobs and dead
+    letters; with --allow-actions, buttons that act on them."""
     import uvicorn
 
     from runnel_dashboard.server import Options, create_app
 
+    access = _access(token, basic_auth)
+    loopback = _loopback(host)
+    if public_read_only and allow_actions:
+        raise click.ClickException("--public-read-only and --allow-actions contradict each other")
+    if not loopback and not access.required and not public_read_only:
+        raise click.ClickException(
+            f"--host {host} is not loopback: require credentials with --token or "
+            "--basic-auth, or pass --public-read-only to serve it read-only to anyone"
+        )
+    if not loopback and not access.required and allow_actions:
+        raise click.ClickException("--allow-actions off loopback needs --token or --basic-auth")
+    audit = Audit(_audit_file(audit_log))
     load_plugins(plugins)
     from runnel.app import App
 
@@ -79,14 +130,20 @@ def dashboard(
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     mode = "actions allowed" if allow_actions else "read-only"
+    if access.required:
+        kinds = [k for k, on in (("token", access.token), ("basic auth", access.user)) if on]
+        mode += f", {' or '.join(kinds)} required"
     click.echo(f"dashboard of app {app.name} on http://{shown}:{bound_port}/ ({mode})")
     if away is not None:
         click.echo(f"warning: {away}; the page says so until it answers", err=True)
+    logs.configure("warning")  # and the audit lines (audit.py)
     options = Options(
         allow_actions=allow_actions,
-        loopback_only=_loopback(host),
+        loopback_only=loopback,
         sample_every=sample_every,
         history_hours=history_hours,
+        access=access,
+        audit=audit,
     )
     config = uvicorn.Config(
         create_app(app, options), log_level="warning", access_log=False, lifespan="on"
@@ -133,6 +190,32 @@ def _listen(host: str, port: int) -> socket.socket:
         raise click.ClickException(f"cannot listen on {host} port {port}: {exc.strerror}") from None
     sock.set_inheritable(True)
     return sock
+
+
+def _access(token: str | None, basic_auth: str | None) -> Access:
+    """The credentials asked for; a malformed one is an error that does not show it."""
+    if token is not None and not token.strip():
+        raise click.ClickException(f"--token (or {TOKEN_ENV}) is empty")
+    user = password = None
+    if basic_auth is not None:
+        pair = parse_basic(basic_auth)
+        if pair is None:
+            raise click.ClickException(
+                f"--basic-auth (or {BASIC_AUTH_ENV}) must be USER:PASSWORD, both non-empty"
+            )
+        user, password = pair
+    return Access(token=token, user=user, password=password)
+
+
+def _audit_file(path: Path | None) -> Path | None:
+    """The audit log, opened once to append, so that one that cannot be written is an
+    error now and not at the first action."""
+    if path is not None:
+        try:
+            path.open("a", encoding="utf-8").close()
+        except OSError as exc:
+            raise click.ClickException(f"--audit-log {path}: {exc.strerror}") from None
+    return path
 
 
 def _loopback(host: str) -> bool:

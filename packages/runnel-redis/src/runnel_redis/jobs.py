@@ -47,6 +47,7 @@ from runnel.jobs.model import (
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
+from runnel_redis.job_browse import RedisJobBrowsing
 from runnel_redis.job_limits import RedisJobLimits
 from runnel_redis.job_replies import counts_of, deliveries, read_entries
 from runnel_redis.job_workflows import RedisWorkflows
@@ -68,7 +69,7 @@ def _text(value: Any) -> str:
 
 
 @guarded
-class RedisJobStore(RedisJobLimits, JobStore, RedisWorkflows):
+class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
     wait_replicas = 0
     """Replicas that must hold an enqueue before it returns (the ``wait_replicas`` setting)."""
     wait_timeout_ms = 1000

@@ -117,13 +117,15 @@ def check_partition(stream: Stream, number: int | None) -> None:
 @dataclass
 class Selection:
     """Which dead letters of a stream: all those that failed in [since, until), on
-    partition ``number``, with ``text`` in their error (any case); None: any."""
+    partition ``number``, with ``text`` in their error (any case), of the sink ids
+    ``ids`` (as the dashboard's buttons name them); None: any."""
 
     stream: Stream
     since: datetime | None
     until: datetime | None
     number: int | None
     text: str | None
+    ids: frozenset[str] | None = None
 
     @property
     def sink(self) -> PartitionId:
@@ -136,6 +138,7 @@ class Selection:
             and (self.until is None or letter.failed_at < self.until)
             and (self.number is None or number == self.number)
             and (self.text is None or self.text.lower() in letter.error.lower())
+            and (self.ids is None or letter.id.decode() in self.ids)
         )
 
 

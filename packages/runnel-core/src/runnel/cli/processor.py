@@ -6,12 +6,12 @@ import sys
 
 import click
 
+from runnel.admin.quarantine import resume_partitions, skip_event
 from runnel.commands import load, load_plugins, plugin_option, run
 from runnel.exceptions import RunnelError
 from runnel.processor import Processor
 from runnel.store.backend import admin_of
 from runnel.store.coordination import Coordination
-from runnel.store.log import PartitionId
 from runnel.text import plural
 
 CLI_ID = "cli"
@@ -139,22 +139,7 @@ def skip(target: str, number: int, xid: str, plugins: tuple[str, ...]) -> None:
         )
     if not _is_stream_id(xid):
         raise click.ClickException(f"--id {xid!r} is not a stream id (like 1526919030474-55)")
-    key = proc.stream.partitions[number].id
-
-    async def skip_one() -> None:
-        admin = admin_of(proc.app.store)
-        first = await admin.first_pending(key, proc.name)
-        if first is None:
-            raise RunnelError(f"partition {number} of {proc.name} has no pending event")
-        if first.decode() != xid:
-            raise RunnelError(
-                f"{xid} is not the first pending event of partition {number} of "
-                f"{proc.name} (that is {first.decode()}); nothing skipped"
-            )
-        await admin.ack(key, proc.name, [first])
-        await _coordination(proc).lift([key], CLI_ID)
-
-    run(skip_one(), proc.app)
+    run(skip_event(proc, number, xid, CLI_ID), proc.app)
     click.echo(f"skipped {xid} on partition {number} of {proc.name}; the partition resumes")
 
 
@@ -167,8 +152,7 @@ def resume(target: str, number: int | None, plugins: tuple[str, ...]) -> None:
     them again, from the event that failed, without a restart."""
     load_plugins(plugins)
     proc = load(target, Processor)
-    partitions = None if number is None else [PartitionId(proc.app.name, proc.stream.name, number)]
-    lifted = [p.number for p in run(_coordination(proc).lift(partitions, CLI_ID), proc.app)]
+    lifted = run(resume_partitions(proc, number, CLI_ID), proc.app)
     if not lifted:
         which = "" if number is None else f" partition {number} of"
         click.echo(f"nothing to resume:{which} {proc.name} is not quarantined")

@@ -42,6 +42,7 @@ from runnel.jobs.model import (
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
 from runnel.memory import job_limits
 from runnel.memory import job_workflows as flows
+from runnel.memory.job_browse import MemoryJobBrowsing
 from runnel.memory.job_records import (
     Letter,
     StoredJob,
@@ -284,7 +285,7 @@ class JobQueueState:
         return True
 
 
-class MemoryJobStore(JobStore, flows.MemoryWorkflows):
+class MemoryJobStore(MemoryJobBrowsing, JobStore, flows.MemoryWorkflows):
     """A :class:`JobStore` over a :class:`JobQueueState`, for one event loop."""
 
     state: JobQueueState

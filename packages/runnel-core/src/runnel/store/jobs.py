@@ -198,6 +198,22 @@ class JobStore(abc.ABC):
         """Block up to ``within`` seconds for the job's result item; None if none came."""
 
     @abc.abstractmethod
+    async def scheduled_jobs(self, limit: int) -> list[tuple[str, float]]:
+        """Up to ``limit`` jobs waiting on the schedule of every queue (countdowns and
+        retries), soonest due first, as (job id, due in seconds): what the dashboard lists."""
+
+    @abc.abstractmethod
+    async def ended_jobs(self, now: float, limit: int) -> list[str]:
+        """The ids of up to ``limit`` jobs whose record is still kept after they succeeded
+        (with a result kept) or were cancelled, most recently ended first."""
+
+    @abc.abstractmethod
+    async def hasten(self, job_id: str, now: float) -> bool:
+        """Make a job waiting on the schedule (a countdown or a retry) due at ``now``, in
+        one step, so that the next promotion queues it; False (nothing changed) if the job
+        is not on the schedule."""
+
+    @abc.abstractmethod
     async def counts(self, now: float) -> QueueCounts:
         """How many jobs are queued, executing, scheduled, dead (in all, and per queue:
         ``QueueCounts.queues``, the default queue always among them); results kept."""

@@ -230,17 +230,63 @@ function progressBar(fraction) {
   );
 }
 
-async function act(action, id) {
-  const verb = action === "replay" ? "Enqueue again" : "Delete for good";
-  if (!window.confirm(`${verb} the dead job ${id}?`)) return;
-  const answer = await fetch(`api/dead/${action}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", "X-Runnel-Token": token },
-    body: JSON.stringify({ ids: [id] }),
-  });
-  const body = await answer.json().catch(() => ({}));
-  if (!answer.ok) showProblem(`${action} failed: ${body.error || answer.status}`);
-  poll();
+// --- actions ------------------------------------------------------------------------
+// Any <button data-action="NAME" data-args='JSON' data-confirm="TEXT"> in the page, drawn
+// by any script: confirmed, posted to api/actions/NAME with the page's token, its outcome
+// shown in #outcome, then "runnel:refresh" is dispatched and every view redraws.
+
+function actionButton(name, args, confirmText, label, cls) {
+  return el(
+    "button",
+    { class: cls || name, "data-action": name, "data-args": JSON.stringify(args), "data-confirm": confirmText },
+    label,
+  );
+}
+
+function showOutcome(text, ok) {
+  const box = document.getElementById("outcome");
+  box.textContent = text;
+  box.className = `outcome ${ok ? "done" : "refused"}`;
+  box.hidden = false;
+}
+
+async function runAction(button) {
+  const name = button.dataset.action;
+  let args;
+  try {
+    args = JSON.parse(button.dataset.args || "{}");
+  } catch (err) {
+    showOutcome(`${name}: its data-args are not JSON`, false);
+    return;
+  }
+  if (!window.confirm(button.dataset.confirm || `Run ${name} on ${JSON.stringify(args)}?`)) return;
+  button.disabled = true;
+  try {
+    const answer = await fetch(`api/actions/${encodeURIComponent(name)}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Runnel-Token": token },
+      body: JSON.stringify(args),
+    });
+    const body = await answer.json().catch(() => ({}));
+    if (answer.ok) showOutcome(body.message, true);
+    else showOutcome(`${name} refused: ${body.error || `HTTP ${answer.status}`}`, false);
+  } catch (err) {
+    showOutcome(`${name} failed: ${err.message}`, false);
+  } finally {
+    button.disabled = false;
+  }
+  window.dispatchEvent(new Event("runnel:refresh"));
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button[data-action]");
+  if (!button) return;
+  event.preventDefault();
+  runAction(button);
+});
+
+function jobLink(id) {
+  return el("a", { href: `#/jobs/${encodeURIComponent(id)}` }, id);
 }
 
 function drawJobs(state) {
@@ -319,7 +365,7 @@ function drawJobs(state) {
           el(
             "tr",
             { class: "running-job", "data-id": r.id },
-            el("td", { class: "mono" }, r.id),
+            el("td", { class: "mono" }, jobLink(r.id)),
             el("td", {}, r.name),
             el("td", {}, ago(r.started, state.now)),
             el("td", { class: "num" }, r.tries),
@@ -340,16 +386,16 @@ function drawJobs(state) {
             "tr",
             { class: "dead", "data-id": d.id },
             el("td", { class: "mono" }, d.died ?? "?"),
-            el("td", { class: "mono" }, d.id),
+            el("td", { class: "mono" }, jobLink(d.id)),
             el("td", {}, d.name),
             el("td", { class: "error" }, d.error),
             actions
               ? el(
                   "td",
                   {},
-                  el("button", { class: "replay", onclick: () => act("replay", d.id) }, "replay"),
+                  actionButton("dead-job-replay", { ids: [d.id] }, `Enqueue the dead job ${d.id} again, tries reset?`, "replay", "replay"),
                   " ",
-                  el("button", { class: "purge", onclick: () => act("purge", d.id) }, "purge"),
+                  actionButton("dead-job-purge", { ids: [d.id] }, `Delete the dead job ${d.id} for good?`, "purge", "purge"),
                 )
               : null,
           ),
@@ -443,4 +489,5 @@ async function poll() {
   timer = setTimeout(poll, POLL_MS);
 }
 
+window.addEventListener("runnel:refresh", () => poll());
 poll();

@@ -1,0 +1,38 @@
+"""Browsing the memory job queue (the dashboard's lists) and making a scheduled job due
+now: a mixin of :class:`~runnel.memory.jobs.MemoryJobStore`, so that jobs.py stays the
+size it is."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from runnel.memory.job_records import ms
+
+if TYPE_CHECKING:
+    from runnel.memory.jobs import JobQueueState
+
+
+class MemoryJobBrowsing:
+    state: JobQueueState
+
+    async def scheduled_jobs(self, limit: int) -> list[tuple[str, float]]:
+        with self.state.lock:
+            soonest = sorted((at, job_id) for job_id, at in self.state.schedule.items())
+        return [(job_id, at / 1000) for at, job_id in soonest[: max(0, limit)]]
+
+    async def ended_jobs(self, now: float, limit: int) -> list[str]:
+        s = self.state
+        with s.lock:
+            kept = [(until, job_id) for job_id, until in s.kept.items() if until > ms(now)]
+            kept += [(until, job_id) for job_id, until in s.cancels.items() if until > ms(now)]
+        kept.sort(reverse=True)
+        return [job_id for _, job_id in kept[: max(0, limit)]]
+
+    async def hasten(self, job_id: str, now: float) -> bool:
+        s = self.state
+        with s.lock:
+            job = s.record(job_id)
+            if job_id not in s.schedule or job is None:
+                return False
+            s.schedule[job_id] = job.due = ms(now)
+            return True
