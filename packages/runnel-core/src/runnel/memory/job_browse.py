@@ -4,16 +4,26 @@ size it is."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from typing import Protocol
 
-from runnel.memory.job_records import ms
+from runnel.memory.job_records import StoredJob, ms
 
-if TYPE_CHECKING:
-    from runnel.memory.jobs import JobQueueState
+
+class BrowsedState(Protocol):
+    """What browsing reads of :class:`~runnel.memory.jobs.JobQueueState` (a Protocol, so
+    that this module does not import jobs.py, which imports it)."""
+
+    lock: threading.Lock
+    schedule: dict[str, int]
+    kept: dict[str, int]
+    cancels: dict[str, int]
+
+    def record(self, job_id: str) -> StoredJob | None: ...
 
 
 class MemoryJobBrowsing:
-    state: JobQueueState
+    state: BrowsedState
 
     async def scheduled_jobs(self, limit: int) -> list[tuple[str, float]]:
         with self.state.lock:
