@@ -173,7 +173,9 @@ def owners(url: str, stream: str, processor: str) -> dict[str, int]:
     """How many partitions each worker holds the lock of, as ``runnel status`` counts them."""
     client = redis.Redis.from_url(url)
     try:
-        held = client.mget([keys.partition_lock(APP, stream, processor, n) for n in range(PARTITIONS)])
+        held = client.mget(
+            [keys.partition_lock(APP, stream, processor, n) for n in range(PARTITIONS)]
+        )
     finally:
         client.close()
     counts: dict[str, int] = {}
@@ -206,9 +208,7 @@ def settled(url: str, stream: str, group: str, procs: list[Proc], timeout: float
         for proc in procs:
             if not proc.alive():
                 raise RuntimeError(f"{proc.popen.args} exited with {proc.popen.returncode}")
-        if sorted(owners(url, stream, group).values()) == even and groups_made(
-            url, stream, group
-        ):
+        if sorted(owners(url, stream, group).values()) == even and groups_made(url, stream, group):
             return time.monotonic() - began
         if time.monotonic() - began > timeout:
             raise TimeoutError(f"{group}: partitions not shared out in {timeout:.0f}s")

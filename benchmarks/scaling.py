@@ -68,7 +68,7 @@ def remaining(client: redis.Redis, stream: str, group: str) -> int:
         pipe.xinfo_groups(key)
     left = 0
     for groups in pipe.execute():
-        mine = [g for g in groups if g["name"] == group.encode()][0]
+        mine = next(g for g in groups if g["name"] == group.encode())
         left += (mine.get("lag") or 0) + mine["pending"]
     return left
 
@@ -230,10 +230,22 @@ def rows(got: dict[str, list[dict[str, Any]]]) -> list[Row]:
         side: sorted(j["second_first"] or 0.0 for j in got[f"{side} join"])
         for side in ("runnel", "plain")
     }
-    out.append(Row("join: second's first event after its start", span(first["runnel"], "s"),
-                   span(first["plain"], "s")))
-    out.append(Row("join: drain time lost vs steady 2", span(lost["runnel"], "s"),
-                   span(lost["plain"], "s")))
+    shared = sorted(j["shared"] or 0.0 for j in got["runnel join"])
+    beyond = sorted(
+        r["lost"] - p["lost"] for r, p in zip(got["runnel join"], got["plain join"], strict=True)
+    )
+    out += [
+        Row(
+            "join: second's first event after its start",
+            span(first["runnel"], "s"),
+            span(first["plain"], "s"),
+        ),
+        Row("join: partitions shared 8 and 8 after its start", span(shared, "s"), "-"),
+        Row(
+            "join: drain time lost vs steady 2", span(lost["runnel"], "s"), span(lost["plain"], "s")
+        ),
+        Row("join: lost beyond the plain loop's", span(beyond, "s"), "-"),
+    ]
     return out
 
 

@@ -134,7 +134,6 @@ def breakdown_table(title: str, window: Window, events: int) -> str:
     widths = [max(len(c[i]) for c in [head, *cells]) for i in range(len(head))]
     lines = [title]
     for c in [head, *cells]:
-        lines.append(
-            "  ".join([c[0].ljust(widths[0]), *(v.rjust(w) for v, w in zip(c[1:], widths[1:]))])
-        )
+        right = (v.rjust(w) for v, w in zip(c[1:], widths[1:], strict=True))
+        lines.append("  ".join([c[0].ljust(widths[0]), *right]))
     return "\n".join(lines)

@@ -45,9 +45,7 @@ def main() -> None:
     parser.add_argument(
         "--gated", action="store_true", help="drain: process nothing before SIGUSR1"
     )
-    parser.add_argument(
-        "--defaults", action="store_true", help="runnel drain: default join delay"
-    )
+    parser.add_argument("--defaults", action="store_true", help="runnel drain: default join delay")
     a = parser.parse_args()
     if a.tracing:
         runnel_side.tracing(a.tracing)
