@@ -262,6 +262,7 @@ def gated_drain(
         "events": events,
         "per_process": [r["events"] for r in results],
         "cpu": [r["cpu"] for r in results],
+        "worker_us": sum(r["cpu_seconds"] for r in results) * 1e6 / events,
         "redis_cpu": server.cpu / window,
         "server": server,
     }

@@ -9,11 +9,13 @@ loop: COUNT 8 and COUNT 100), 1 and 2 processes, each run with redis-server's CP
 (``INFO cpu``) and command statistics (``INFO commandstats``) taken around the window.
 
 **The cost of a join.** One Runnel worker with default settings (join delay 2 s) owns
-every partition and drains a backlog three times as large; half a second after its
-release a second worker (default settings) starts. The drain then takes longer than the
-events left at that moment would take two workers in the steady state: the difference
-is the drain time the join lost, and times the steady rate the events it did not drain.
-The plain loop's second process (nothing to join) the same way, for comparison.
+every partition and drains a backlog twice as large; half a second after its release a
+second worker (default settings) starts. The rest of the drain then takes longer than
+the events left at that start would take at the rate the two reach together once both
+are draining (measured in the same run, from a second after the hand-over): the
+difference is the drain time the join lost, and times that rate the events it did not
+drain. The plain loop's second process (nothing to join, only its start-up) the same
+way, for comparison.
 
 The machine has 2 cores, which the redis-server shares with the workers: each run prints
 every process's share of a core and redis-server's, which tells whether cores were the
@@ -33,7 +35,10 @@ from benchmarks.common import Row, drained, drop, fill, rate, spread, stream_key
 
 LEAD = 0.5
 """Seconds the first worker drains alone before the second starts (join run)."""
-JOIN_FACTOR = 3
+JOIN_FACTOR = 2
+SETTLE = 1.0
+"""Seconds after the second consumer's first event (and, Runnel, the hand-over) before
+the rate of the two together is taken as their steady rate."""
 BATCHES = {"per event": (1, 8), "take(100)": (100, 100)}  # Runnel's batch, plain COUNT
 
 
@@ -54,8 +59,9 @@ def steady(url: str, side: str, batch: int, processes: int, total: int, n: int) 
     cpu = " + ".join(f"{share:.0%}" for share in got["cpu"])
     print(
         f"    {side} x{processes} batch {batch}: {got['rate'] / 1000:,.1f}k/s, CPU: processes "
-        f"{cpu}, redis-server {got['redis_cpu']:.0%}; server {e['cpu_us']:.2f} us/event "
-        f"(commands {e['commands_us']:.2f}), {e['events_per_read']:.1f} events/read",
+        f"{cpu}, redis-server {got['redis_cpu']:.0%}; CPU per event: workers "
+        f"{got['worker_us']:.2f} us, redis-server {e['cpu_us']:.2f} us (commands "
+        f"{e['commands_us']:.2f}); {e['events_per_read']:.1f} events/read",
         flush=True,
     )
     return {**got, **e}
@@ -74,9 +80,11 @@ def remaining(client: redis.Redis, stream: str, group: str) -> int:
 
 
 def join(url: str, side: str, total: int, n: int) -> dict[str, Any]:
-    """The first consumer drains alone for LEAD seconds, then a second starts: from that
-    start, how long the rest took, how soon the second processed its first event and
-    (Runnel) when the partitions were shared out 8 and 8."""
+    """The first consumer drains alone for LEAD seconds, then a second starts. From that
+    start: how soon the second processed its first event, when (Runnel) the partitions
+    were shared out 8 and 8, and how long the rest took, against the rate both reached
+    once they were draining together (from SETTLE after whichever came last to the end,
+    in the same run: the steady state, without the machine's mood between two runs)."""
     stream = f"join{n}-{side}"
     group = f"{side}-join"
     base = ["drain", "--url", url, "--stream", stream, "--group", group, "--batch"]
@@ -85,6 +93,7 @@ def join(url: str, side: str, total: int, n: int) -> dict[str, Any]:
     first = harness.Proc(side, *base, *extra, "--gated")
     procs = [first]
     client = redis.Redis.from_url(url)
+    timeline: list[tuple[float, int]] = []
     try:
         if side == "plain":
             first.line()
@@ -97,10 +106,18 @@ def join(url: str, side: str, total: int, n: int) -> dict[str, Any]:
         started = time.monotonic()
         procs.append(harness.Proc(side, *base, *extra))
         shared = None
-        while side == "runnel" and shared is None and not drained(client, stream, group):
-            if sorted(harness.owners(url, stream, group).values()) == [8, 8]:
-                shared = time.monotonic() - started
-            time.sleep(0.02)
+        while True:
+            for proc in procs:
+                if not proc.alive():
+                    raise RuntimeError(f"{proc.popen.args} exited")
+            now = time.monotonic()
+            timeline.append((now - started, remaining(client, stream, group)))
+            if not timeline[-1][1]:
+                break
+            if side == "runnel" and shared is None:
+                if sorted(harness.owners(url, stream, group).values()) == [8, 8]:
+                    shared = now - started
+            time.sleep(0.05)
         harness.wait_drained(url, stream, group, procs)
         results = [proc.stop() for proc in procs]
     finally:
@@ -109,14 +126,24 @@ def join(url: str, side: str, total: int, n: int) -> dict[str, Any]:
             if proc.alive():
                 proc.popen.kill()
     drop(url, stream)
-    end = max(r["last"] for r in results)
+    took = max(r["last"] for r in results) - started
     second = results[1]
+    second_first = second["first"] - started if second["events"] else took
+    both = max(second_first, shared or 0.0) + SETTLE
+    after = [(t, rest) for t, rest in timeline if t >= both]
+    if not after or took - after[0][0] < SETTLE:
+        print(f"  warning: {side} join: the backlog ran out before both drained", flush=True)
+        full = float("nan")
+    else:
+        full = after[0][1] / (took - after[0][0])
     return {
         "left": left,
-        "took": end - started,
-        "second_first": second["first"] - started if second["events"] else None,
+        "took": took,
+        "second_first": second_first,
         "second_events": second["events"],
         "shared": shared,
+        "full_rate": full,
+        "lost": took - left / full,
     }
 
 
@@ -137,18 +164,14 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
                     got.setdefault(f"{side} x{p} {label}", []).append(r)
         for side in ("runnel", "plain"):
             j = join(url, side, JOIN_FACTOR * total, n)
-            steady2 = got[f"{side} x2 per event"][-1]["rate"]
-            steady1 = got[f"{side} x1 per event"][-1]["rate"]
-            j["lost"] = j["took"] - j["left"] / steady2
-            j["vs_one"] = j["took"] - j["left"] / steady1
             got.setdefault(f"{side} join", []).append(j)
-            shared = "-" if j["shared"] is None else f"{j['shared']:.2f}s"
+            shared = "-" if j["shared"] is None else f"+{j['shared']:.2f}s"
             print(
                 f"    {side} join: {j['left']:,} left at the second's start, drained in "
-                f"{j['took']:.2f}s; its first event at +{j['second_first'] or 0:.2f}s, "
-                f"partitions shared at +{shared}; lost {j['lost']:.2f}s "
-                f"({j['lost'] * steady2 / 1000:,.0f}k events) against 2 in the steady state, "
-                f"{j['vs_one']:+.2f}s against 1 draining alone",
+                f"{j['took']:.2f}s; its first event at +{j['second_first']:.2f}s, "
+                f"partitions shared at {shared}; both then at {j['full_rate'] / 1000:,.1f}k/s; "
+                f"lost {j['lost']:.2f}s ({j['lost'] * j['full_rate'] / 1000:,.0f}k events not "
+                "drained)",
                 flush=True,
             )
         print(f"  round {n + 1} done", flush=True)
@@ -202,6 +225,18 @@ def rows(got: dict[str, list[dict[str, Any]]]) -> list[Row]:
             )
         )
         for p in (1, 2):
+            worker = {
+                side: sorted(r["worker_us"] for r in got[f"{side} x{p} {label}"])
+                for side in ("runnel", "plain")
+            }
+            out.append(
+                Row(
+                    f"worker CPU us/event, {label}, {p} proc (range)",
+                    span(worker["runnel"], ""),
+                    span(worker["plain"], ""),
+                    f"{median(worker['runnel']) / median(worker['plain']):.2f}",
+                )
+            )
             cost = {
                 side: sorted(r["cpu_us"] for r in got[f"{side} x{p} {label}"])
                 for side in ("runnel", "plain")
@@ -225,10 +260,10 @@ def rows(got: dict[str, list[dict[str, Any]]]) -> list[Row]:
                     f"{reads['plain']:.1f}",
                 )
             )
+    out.append(bound(got))
     lost = {side: sorted(j["lost"] for j in got[f"{side} join"]) for side in ("runnel", "plain")}
     first = {
-        side: sorted(j["second_first"] or 0.0 for j in got[f"{side} join"])
-        for side in ("runnel", "plain")
+        side: sorted(j["second_first"] for j in got[f"{side} join"]) for side in ("runnel", "plain")
     }
     shared = sorted(j["shared"] or 0.0 for j in got["runnel join"])
     beyond = sorted(
@@ -247,6 +282,26 @@ def rows(got: dict[str, list[dict[str, Any]]]) -> list[Row]:
         Row("join: lost beyond the plain loop's", span(beyond, "s"), "-"),
     ]
     return out
+
+
+def bound(got: dict[str, list[dict[str, Any]]]) -> Row:
+    """The speed-up two cores allow, from CPU per event alone (median of the rounds): one
+    process runs at most a core's worth of its own CPU per event; two at most share two
+    cores with redis-server, so 2 cores / (workers + redis-server per event). Machine load
+    changes the rates, much less the CPU each event takes."""
+
+    def allowed(side: str) -> float:
+        one = got[f"{side} x1 per event"]
+        two = got[f"{side} x2 per event"]
+        alone = 1e6 / median([r["worker_us"] for r in one])
+        shared = 2e6 / median([r["worker_us"] + r["cpu_us"] for r in two])
+        return min(shared, 2 * alone) / alone
+
+    return Row(
+        "per event: speed-up 2 cores allow, from CPU/event",
+        f"{allowed('runnel'):.2f}x",
+        f"{allowed('plain'):.2f}x",
+    )
 
 
 def median(values: list[float]) -> float:
