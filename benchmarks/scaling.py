@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from benchmarks import harness, serverstats
-from benchmarks.common import Row, drained, drop, fill, rate, spread, stream_keys
+from benchmarks.common import Row, drop, fill, rate, spread, stream_keys
 
 LEAD = 0.5
 """Seconds the first worker drains alone before the second starts (join run)."""
