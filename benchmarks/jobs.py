@@ -3,7 +3,8 @@ run, and from the worker process's launch), latency; a workflow (group and chord
 against Celery (benchmarks/chord.py); and ``runnel worker --processes 2`` against one
 process, for jobs and for a stream drain.
 
-``python -m benchmarks jobs [--events N] [--rounds R]``
+``python -m benchmarks jobs [--events N] [--rounds R]``; with ``--processes N``, only
+``runnel worker --processes N`` against ``--processes 1`` on jobs (``processes_run``).
 
 Every side runs in fresh processes of its own (benchmarks/jobs_side.py) against the same
 private redis-server, emptied between runs: no-op ``async`` jobs, one worker process,
