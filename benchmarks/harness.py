@@ -224,6 +224,7 @@ def gated_drain(
     total: int,
     processes: int,
     fill: Callable[[], None],
+    extra: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Start ``processes`` gated consumers of ``stream`` (empty), wait until they are
     ready (Runnel: the partitions shared out evenly), ``fill`` the backlog, then release
@@ -232,7 +233,7 @@ def gated_drain(
     redis-server's CPU and command statistics are taken around it."""
     group = f"{side}-{group}"
     args = ["drain", "--url", url, "--stream", stream, "--group", group, "--batch", str(batch)]
-    procs = [Proc(side, *args, "--gated") for _ in range(processes)]
+    procs = [Proc(side, *args, *extra, "--gated") for _ in range(processes)]
     try:
         if side == "plain":
             for proc in procs:

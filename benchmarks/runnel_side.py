@@ -61,12 +61,15 @@ async def drain(
     metrics_port: int | None = None,
     gated: bool = False,
     defaults: bool = False,
+    prefetch: int | None = None,
 ) -> dict[str, Any]:
     """One worker with an empty processor, per event (batch 1) or ``take(batch)``, until
     SIGTERM. No join delay unless ``defaults``: the worker is measured, not its start-up.
     ``metrics_port`` turns Prometheus metrics on (served on 127.0.0.1); ``gated`` holds
-    the first event until SIGUSR1."""
+    the first event until SIGUSR1; ``prefetch`` sets ``default_prefetch_count``."""
     settings: dict[str, Any] = {} if defaults else {"default_join_delay": 0}
+    if prefetch:
+        settings["default_prefetch_count"] = prefetch
     app = _app(url, metrics_port=metrics_port, metrics_host="127.0.0.1", **settings)
     pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
     tally = Tally()

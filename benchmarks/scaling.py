@@ -36,14 +36,18 @@ from benchmarks.common import Row, drop, fill, rate, spread, stream_keys
 LEAD = 0.5
 """Seconds the first worker drains alone before the second starts (join run)."""
 JOIN_FACTOR = 2
+PREFETCH = 8
+"""Runnel's default ``prefetch_count``: the events a partition reads ahead."""
 SETTLE = 1.0
 """Seconds after the second consumer's first event (and, Runnel, the hand-over) before
 the rate of the two together is taken as their steady rate."""
 BATCHES = {"per event": (1, 8), "take(100)": (100, 100)}  # Runnel's batch, plain COUNT
 
 
-def steady(url: str, side: str, batch: int, processes: int, total: int, n: int) -> dict[str, Any]:
-    stream = f"steady{n}-{side}{processes}-{batch}"
+def steady(
+    url: str, side: str, batch: int, processes: int, total: int, n: int, prefetch: int = 0
+) -> dict[str, Any]:
+    stream = f"steady{n}-{side}{processes}-{batch}-{prefetch}"
     got = harness.gated_drain(
         url,
         stream,
@@ -53,12 +57,14 @@ def steady(url: str, side: str, batch: int, processes: int, total: int, n: int) 
         total,
         processes,
         lambda: fill(url, stream, total, fresh=False),
+        ["--prefetch", str(prefetch)] if prefetch else [],
     )
     drop(url, stream)
     e = serverstats.per_event(got["server"], got["events"])
     cpu = " + ".join(f"{share:.0%}" for share in got["cpu"])
     print(
-        f"    {side} x{processes} batch {batch}: {got['rate'] / 1000:,.1f}k/s, CPU: processes "
+        f"    {side} x{processes} batch {batch}{f' prefetch {prefetch}' if prefetch else ''}: "
+        f"{got['rate'] / 1000:,.1f}k/s, CPU: processes "
         f"{cpu}, redis-server {got['redis_cpu']:.0%}; CPU per event: workers "
         f"{got['worker_us']:.2f} us, redis-server {e['cpu_us']:.2f} us (commands "
         f"{e['commands_us']:.2f}); {e['events_per_read']:.1f} events/read",
@@ -162,6 +168,10 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
                 for side, batch in (("runnel", rb), ("plain", pb)):
                     r = steady(url, side, batch, p, total, n)
                     got.setdefault(f"{side} x{p} {label}", []).append(r)
+        # Does reading as many events per round trip as one worker does bring the cost
+        # per event back? Two workers of 8 partitions each with twice the prefetch.
+        r = steady(url, "runnel", 1, 2, total, n, prefetch=2 * PREFETCH)
+        got.setdefault("runnel x2 prefetch", []).append(r)
         for side in ("runnel", "plain"):
             j = join(url, side, JOIN_FACTOR * total, n)
             got.setdefault(f"{side} join", []).append(j)
@@ -261,6 +271,21 @@ def rows(got: dict[str, list[dict[str, Any]]]) -> list[Row]:
                 )
             )
     out.append(bound(got))
+    wide = got["runnel x2 prefetch"]
+    ups = sorted(
+        w["rate"] / one["rate"] for w, one in zip(wide, got["runnel x1 per event"], strict=True)
+    )
+    label = f"per event, 2 proc, prefetch_count {2 * PREFETCH}"
+    out += [
+        Row(f"steady {label}", rate(max(r["rate"] for r in wide)), "-", span(ups, "x")),
+        Row(f"worker CPU us/event, {label}", span(sorted(r["worker_us"] for r in wide), ""), "-"),
+        Row(f"redis CPU us/event, {label}", span(sorted(r["cpu_us"] for r in wide), ""), "-"),
+        Row(
+            f"events per read, {label}",
+            f"{median([r['events_per_read'] for r in wide]):.1f}",
+            "-",
+        ),
+    ]
     lost = {side: sorted(j["lost"] for j in got[f"{side} join"]) for side in ("runnel", "plain")}
     first = {
         side: sorted(j["second_first"] for j in got[f"{side} join"]) for side in ("runnel", "plain")
