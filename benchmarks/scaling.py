@@ -302,7 +302,9 @@ def rows(got: dict[str, list[dict[str, Any]]]) -> list[Row]:
         ),
         Row("join: partitions shared 8 and 8 after its start", span(shared, "s"), "-"),
         Row(
-            "join: drain time lost vs steady 2", span(lost["runnel"], "s"), span(lost["plain"], "s")
+            "join: drain time lost vs both together",
+            span(lost["runnel"], "s"),
+            span(lost["plain"], "s"),
         ),
         Row("join: lost beyond the plain loop's", span(beyond, "s"), "-"),
     ]
@@ -335,6 +337,9 @@ def median(values: list[float]) -> float:
 
 
 def span(values: list[float], unit: str) -> str:
-    """``low-high`` of several rounds (one value when they agree to the digit)."""
+    """``low-high`` of several rounds (``low to high`` if one is negative; one value when
+    they agree to the digit)."""
     low, high = f"{min(values):.2f}", f"{max(values):.2f}"
-    return f"{low}{unit}" if low == high else f"{low}-{high}{unit}"
+    if low == high:
+        return f"{low}{unit}"
+    return f"{low} to {high}{unit}" if min(values) < 0 else f"{low}-{high}{unit}"
