@@ -1,5 +1,6 @@
 """``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|limits|metrics|
-tracing|state|codecs|profile|spark|cluster|startup] [--events N]``
+tracing|state|codecs|profile|spark|cluster|startup] [--events N] [--rounds N]
+[--processes N]``
 
 Without a name, the whole suite (throughput, latency, memory, scaling) against one private
 redis-server, then one table: every figure next to a plain redis-py loop doing the same
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import platform
 
@@ -74,7 +76,16 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, help="runs per throughput figure (3), or per start-up figure (10)"
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        help="jobs: runnel worker --processes N against 1 (no peers); processes: N (2)",
+    )
     args = parser.parse_args()
+    if args.processes is not None and args.which not in ("jobs", "processes"):
+        parser.error("--processes goes with jobs or processes")
+    if args.processes is not None and args.processes < 2:
+        parser.error("--processes must be 2 or more")
     if args.which == "startup":  # fresh processes of the command line (benchmarks/startup.py)
         from benchmarks import startup
 
@@ -104,6 +115,14 @@ def main() -> None:
     if args.which in OTHERS:
         chosen = {args.which: OTHERS[args.which][0]}
         baseline = OTHERS[args.which][1]
+    if args.processes is not None:  # jobs --processes N: jobs only; processes: both
+        kinds = ("jobs",) if args.which == "jobs" else ("jobs", "stream")
+        chosen = {
+            "processes": functools.partial(
+                jobs.processes_run, processes=args.processes, kinds=kinds
+            )
+        }
+        baseline = "--processes 1"
     else:
         chosen = {args.which: SUITE[args.which]} if args.which else SUITE
     rows: list[Row] = []

@@ -57,13 +57,15 @@ def server() -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def fill(url: str, stream: str, total: int, chunk: int = 20_000) -> None:
+def fill(url: str, stream: str, total: int, chunk: int = 20_000, fresh: bool = True) -> None:
     """Append ``total`` Ping entries to ``APP.stream``'s partitions, spread evenly, in the
     entry format Runnel writes (the JSON record in field ``data``). Pipelined raw XADD:
-    about 10 s per million events here."""
+    about 10 s per million events here. ``fresh``: delete the partitions first (else they
+    keep their entries and consumer groups)."""
     client = redis.Redis.from_url(url)
     partitions = stream_keys(stream)
-    client.delete(*partitions)
+    if fresh:
+        client.delete(*partitions)
     for start in range(0, total, chunk):
         pipe = client.pipeline(transaction=False)
         for i in range(start, min(start + chunk, total)):

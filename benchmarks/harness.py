@@ -18,7 +18,9 @@ from typing import Any
 import orjson
 import redis
 
-from benchmarks.common import ROOT, drained
+from benchmarks import serverstats
+from benchmarks.common import APP, PARTITIONS, ROOT, drained, stream_keys
+from runnel_redis import keys
 
 POLL = 0.1
 TIMEOUT = 600.0
@@ -162,3 +164,106 @@ def alternate(
         figures = "   ".join(f"{name} {values[-1] / 1000:,.1f}k/s" for name, values in got.items())
         print(f"  {label}, round {n + 1}: {figures}", flush=True)
     return got
+
+
+# Gated drains: joined first, then filled, then released (benchmarks/scaling.py).
+
+
+def owners(url: str, stream: str, processor: str) -> dict[str, int]:
+    """How many partitions each worker holds the lock of, as ``runnel status`` counts them."""
+    client = redis.Redis.from_url(url)
+    try:
+        held = client.mget(
+            [keys.partition_lock(APP, stream, processor, n) for n in range(PARTITIONS)]
+        )
+    finally:
+        client.close()
+    counts: dict[str, int] = {}
+    for owner in held:
+        if owner:
+            counts[owner.decode()] = counts.get(owner.decode(), 0) + 1
+    return counts
+
+
+def groups_made(url: str, stream: str, group: str) -> bool:
+    client = redis.Redis.from_url(url)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for key in stream_keys(stream):
+            pipe.xinfo_groups(key)
+        replies = pipe.execute()
+    except redis.ResponseError:  # a partition does not exist yet
+        return False
+    finally:
+        client.close()
+    return all(any(g["name"] == group.encode() for g in r) for r in replies)
+
+
+def settled(url: str, stream: str, group: str, procs: list[Proc], timeout: float = 60) -> float:
+    """Wait until ``procs`` (Runnel workers of processor ``group``) share the partitions
+    evenly and have made the group on every one; how long that took."""
+    began = time.monotonic()
+    even = [PARTITIONS // len(procs)] * len(procs)
+    while True:
+        for proc in procs:
+            if not proc.alive():
+                raise RuntimeError(f"{proc.popen.args} exited with {proc.popen.returncode}")
+        if sorted(owners(url, stream, group).values()) == even and groups_made(url, stream, group):
+            return time.monotonic() - began
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(f"{group}: partitions not shared out in {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def gated_drain(
+    url: str,
+    stream: str,
+    side: str,
+    group: str,
+    batch: int,
+    total: int,
+    processes: int,
+    fill: Callable[[], None],
+    extra: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Start ``processes`` gated consumers of ``stream`` (empty), wait until they are
+    ready (Runnel: the partitions shared out evenly), ``fill`` the backlog, then release
+    them all at once (SIGUSR1). The window runs from the release to the last event
+    processed: nothing but draining, by consumers that already own their partitions.
+    redis-server's CPU and command statistics are taken around it."""
+    group = f"{side}-{group}"
+    args = ["drain", "--url", url, "--stream", stream, "--group", group, "--batch", str(batch)]
+    procs = [Proc(side, *args, *extra, "--gated") for _ in range(processes)]
+    try:
+        if side == "plain":
+            for proc in procs:
+                if proc.line() != {"ready": True}:
+                    raise RuntimeError("plain loop not ready")
+        else:
+            settled(url, stream, group, procs)
+        fill()
+        before = serverstats.snapshot(url)
+        released = time.monotonic()
+        for proc in procs:
+            proc.popen.send_signal(signal.SIGUSR1)
+        wait_drained(url, stream, group, procs)
+        after = serverstats.snapshot(url)
+        window = time.monotonic() - released
+        results = [proc.stop() for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.alive():
+                proc.popen.kill()
+    events = sum(r["events"] for r in results)
+    if events != total:
+        print(f"  warning: {side} processed {events:,} events of {total:,}", flush=True)
+    server = serverstats.between(before, after)
+    return {
+        "rate": events / (max(r["last"] for r in results) - released),
+        "events": events,
+        "per_process": [r["events"] for r in results],
+        "cpu": [r["cpu"] for r in results],
+        "worker_us": sum(r["cpu_seconds"] for r in results) * 1e6 / events,
+        "redis_cpu": server.cpu / window,
+        "server": server,
+    }

@@ -3,7 +3,8 @@ run, and from the worker process's launch), latency; a workflow (group and chord
 against Celery (benchmarks/chord.py); and ``runnel worker --processes 2`` against one
 process, for jobs and for a stream drain.
 
-``python -m benchmarks jobs [--events N] [--rounds R]``
+``python -m benchmarks jobs [--events N] [--rounds R]``; with ``--processes N``, only
+``runnel worker --processes N`` against ``--processes 1`` on jobs (``processes_run``).
 
 Every side runs in fresh processes of its own (benchmarks/jobs_side.py) against the same
 private redis-server, emptied between runs: no-op ``async`` jobs, one worker process,
@@ -328,44 +329,71 @@ def _remaining(client: redis.Redis, what: str) -> Any:
     return left
 
 
-def processes_run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[Row]:
+def processes_run(
+    url: str,
+    events: int | None = None,
+    rounds: int = 3,
+    processes: int = 2,
+    kinds: tuple[str, ...] = ("jobs", "stream"),
+    **_: Any,
+) -> list[Row]:
+    """``runnel worker --processes N`` against ``--processes 1`` on the same backlog, in
+    turns; the speed-up of the best runs, with the share of a core each process and
+    redis-server used in them."""
     from benchmarks.processes_app import fill_jobs, fill_stream
 
     jobs = events or 40_000
-    stream_events = 10 * jobs
+    sizes = {"jobs": jobs, "stream": 10 * jobs}
+    fills = {"jobs": fill_jobs, "stream": fill_stream}
+    what_ran = ", ".join(
+        f"{sizes[k]:,} jobs (concurrency {CONCURRENCY})"
+        if k == "jobs"
+        else f"{sizes[k]:,} stream events"
+        for k in kinds
+    )
     print(
-        f"processes: runnel worker --processes 1 and 2: {jobs:,} jobs (concurrency {CONCURRENCY}), "
-        f"{stream_events:,} stream events; best of {rounds}",
+        f"processes: runnel worker --processes 1 and {processes}: {what_ran}; best of {rounds}",
         flush=True,
     )
-    got: dict[str, list[float]] = {}
+    got: dict[str, list[dict[str, Any]]] = {}
     for n in range(rounds):
-        for what, total, fill in (
-            ("jobs", jobs, fill_jobs),
-            ("stream", stream_events, fill_stream),
-        ):
-            for processes in (1, 2):
+        for what in kinds:
+            for count in (1, processes):
                 flush(url)
-                fill(url, total)
-                r = supervised(url, what, processes, total)
-                got.setdefault(f"{what} x{processes}", []).append(r["rate"])
-                cpu = " + ".join(f"{s:.0%}" for s in r["cpu"])
+                fills[what](url, sizes[what])
+                r = supervised(url, what, count, sizes[what])
+                got.setdefault(f"{what} x{count}", []).append(r)
                 print(
-                    f"  round {n + 1} {what} x{processes}: {r['rate'] / 1000:,.1f}k/s, CPU: "
-                    f"processes {cpu}, redis-server {r['redis_cpu']:.0%} (of one core each)",
+                    f"  round {n + 1} {what} x{count}: {r['rate'] / 1000:,.1f}k/s, CPU: "
+                    f"{shares(r)}",
                     flush=True,
                 )
     rows = []
-    for what in ("jobs", "stream"):
-        one, two = max(got[f"{what} x1"]), max(got[f"{what} x2"])
+    for what in kinds:
+        ones, many = got[f"{what} x1"], got[f"{what} x{processes}"]
+        one = max(ones, key=lambda r: r["rate"])
+        best = max(many, key=lambda r: r["rate"])
+        print(
+            f"{what}: speed-up of --processes {processes} over 1: "
+            f"{best['rate'] / one['rate']:.2f}x ({rate(best['rate'])} against "
+            f"{rate(one['rate'])}); CPU, 1 process: {shares(one)}; {processes} processes: "
+            f"{shares(best)}",
+            flush=True,
+        )
         rows.append(
             Row(
-                f"{what}: --processes 2 vs 1",
-                rate(two),
-                rate(one),
-                f"{two / one:.2f}",
-                spread=f"{spread(got[f'{what} x2'])}/{spread(got[f'{what} x1'])}",
+                f"{what}: --processes {processes} vs 1",
+                rate(best["rate"]),
+                rate(one["rate"]),
+                f"{best['rate'] / one['rate']:.2f}",
+                spread=f"{spread([r['rate'] for r in many])}/{spread([r['rate'] for r in ones])}",
             )
         )
     flush(url)
     return rows
+
+
+def shares(r: dict[str, Any]) -> str:
+    """Each worker process's share of a core, and redis-server's."""
+    cpu = " + ".join(f"{s:.0%}" for s in r["cpu"])
+    return f"processes {cpu}, redis-server {r['redis_cpu']:.0%} (of one core each)"

@@ -72,13 +72,21 @@ def xadd(pipe: Any, key: str, data: bytes) -> None:
     pipe.xadd(key, {"data": data}, maxlen=MAXLEN, approximate=True)
 
 
-async def drain(url: str, stream: str, group: str, count: int) -> dict[str, Any]:
-    """Read ``count`` per partition per round trip, until SIGTERM."""
+async def drain(
+    url: str, stream: str, group: str, count: int, ready: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Read ``count`` per partition per round trip, until SIGTERM. With ``ready``: call it
+    once the group exists, then read nothing before SIGUSR1 (the harness's release)."""
     stop = _until_sigterm()
     client = aioredis.Redis.from_url(url)
     partitions = stream_keys(stream)
     await _groups(client, partitions, group, "0")
     tally = Tally()
+    if ready is not None:
+        released = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, released.set)
+        ready()
+        await released.wait()
     await _consume(client, partitions, group, count, 100, lambda _: None, tally.add, stop)
     await client.aclose()
     return tally.result()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,23 +45,47 @@ def _app(url: str, **settings: Any) -> App:
     return App(name=APP, redis_url=url, **settings)
 
 
+def gate() -> asyncio.Event:
+    """Set on SIGUSR1: a gated drain processes nothing before the harness releases it (so
+    that joining and filling are over before the measured window starts)."""
+    released = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, released.set)
+    return released
+
+
 async def drain(
-    url: str, stream: str, group: str, batch: int, metrics_port: int | None = None
+    url: str,
+    stream: str,
+    group: str,
+    batch: int,
+    metrics_port: int | None = None,
+    gated: bool = False,
+    defaults: bool = False,
+    prefetch: int | None = None,
 ) -> dict[str, Any]:
     """One worker with an empty processor, per event (batch 1) or ``take(batch)``, until
-    SIGTERM. No join delay: the worker is measured, not its start-up. ``metrics_port``
-    turns Prometheus metrics on (served on 127.0.0.1)."""
-    app = _app(url, default_join_delay=0, metrics_port=metrics_port, metrics_host="127.0.0.1")
+    SIGTERM. No join delay unless ``defaults``: the worker is measured, not its start-up.
+    ``metrics_port`` turns Prometheus metrics on (served on 127.0.0.1); ``gated`` holds
+    the first event until SIGUSR1; ``prefetch`` sets ``default_prefetch_count``."""
+    settings: dict[str, Any] = {} if defaults else {"default_join_delay": 0}
+    if prefetch:
+        settings["default_prefetch_count"] = prefetch
+    app = _app(url, metrics_port=metrics_port, metrics_host="127.0.0.1", **settings)
     pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
     tally = Tally()
+    released = gate() if gated else None
 
     @app.processor(pings, name=group)
     async def empty(events):  # type: ignore[no-untyped-def]
         if batch == 1:
             async for _ in events.records():
+                if released is not None and not tally.count:
+                    await released.wait()
                 tally.add(1)
         else:
             async for records in events.take(batch, within=0.01).records():
+                if released is not None and not tally.count:
+                    await released.wait()
                 tally.add(len(records))
 
     code = await Worker(app).run()  # returns on SIGTERM, after a graceful stop

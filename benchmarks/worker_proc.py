@@ -42,11 +42,28 @@ def main() -> None:
     parser.add_argument(
         "--tracing", choices=["absent", "idle", "on"], help="runnel drain: runnel-otel's state"
     )
+    parser.add_argument(
+        "--gated", action="store_true", help="drain: process nothing before SIGUSR1"
+    )
+    parser.add_argument("--defaults", action="store_true", help="runnel drain: default join delay")
+    parser.add_argument("--prefetch", type=int, help="runnel drain: default_prefetch_count")
     a = parser.parse_args()
     if a.tracing:
         runnel_side.tracing(a.tracing)
     side = runnel_side if a.side == "runnel" else plain_side
-    if a.action == "drain" and a.metrics_port:
+    if a.action == "drain" and a.side == "runnel" and (a.gated or a.defaults or a.prefetch):
+        job = runnel_side.drain(
+            a.url,
+            a.stream,
+            a.group,
+            a.batch,
+            gated=a.gated,
+            defaults=a.defaults,
+            prefetch=a.prefetch,
+        )
+    elif a.action == "drain" and a.gated:
+        job = plain_side.drain(a.url, a.stream, a.group, a.batch, lambda: emit({"ready": True}))
+    elif a.action == "drain" and a.metrics_port:
         job = runnel_side.drain(a.url, a.stream, a.group, a.batch, metrics_port=a.metrics_port)
     elif a.action == "drain":
         job = side.drain(a.url, a.stream, a.group, a.batch)

@@ -1,0 +1,32 @@
+"""``python -m benchmarks`` refuses ``--processes`` where it means nothing, with one
+error line and no traceback (before any redis-server is started)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from benchmarks.common import ROOT
+
+
+def test_processes_only_with_jobs_or_processes() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "scaling", "--processes", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "error: --processes goes with jobs or processes" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_processes_must_be_two_or_more() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "jobs", "--processes", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "error: --processes must be 2 or more" in done.stderr
