@@ -147,6 +147,9 @@ class TableBase:
     def _load_now(self, state: PartitionState, view: TableView, *keys: Any) -> None:
         """Keys no event brought: read them from the store now. The event loop waits for
         that one round trip (in the app's portal thread), as ``delay_sync`` does."""
+        if view.snapshot is not None:
+            view.from_snapshot(keys)
+            return
         try:
             raw = self.app.portal.call(
                 lambda: self._store().get(

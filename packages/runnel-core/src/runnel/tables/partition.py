@@ -35,6 +35,9 @@ UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
 KEYS_KEPT = 1024
 """Keys a view keeps encoded, at most (beyond the partition's share of the cache, none)."""
+SNAPSHOT_MAX = 4096
+"""A partition holding at most this many keys (and at most the view's share of the cache)
+is read whole by its owner's first load, so that no key needs a read of its own later."""
 CLEAN: Any = object()
 """Undo marker: the key had no change waiting to be committed before this iteration."""
 _IMMUTABLE = IMMUTABLE
@@ -172,6 +175,12 @@ class TableView:
         """Keys as stored (encoded once; at most :data:`KEYS_KEPT`)."""
         self.hits = 0
         self.misses = 0
+        self.snapshot: dict[bytes, bytes] | None = None
+        """Stored key -> committed value, of every entry of the partition not yet loaded
+        into the cache, when the first load read them all (the partition held few): a key
+        in neither is not stored, so needs no read. Dropped at the first eviction."""
+        self.probed = False
+        """Whether a load asked the store for everything (it does once)."""
         # Deadlines (windowed tables): what this owner set and the store may not have yet.
         self.deadlines: dict[Any, float | None] = {}
         self.deadline_undo: dict[Any, Any] = {}
@@ -229,6 +238,16 @@ class TableView:
         if key not in self.values:
             self.values[key] = value
             self.misses += 1
+
+    def from_snapshot(self, keys: Iterable[Any]) -> None:
+        """Load keys from :attr:`snapshot` (which must be there): no store read."""
+        snapshot, decode, values = self.snapshot, self.table.codec.decode, self.values
+        assert snapshot is not None
+        for key in keys:
+            if key not in values:
+                data = snapshot.pop(store_key(key), None)
+                values[key] = ABSENT if data is None else decode(data)
+                self.misses += 1
 
     def prepare(self) -> None:
         """Encode this iteration's mutable values as they are now, so that later changes
@@ -342,6 +361,7 @@ class TableView:
         if excess <= 0:
             return
         dirty, sealed = self.dirty, self.sealed
+        self.snapshot = None  # an evicted key would read as not stored
         for key in list(self.values):
             if excess <= 0:
                 break
@@ -491,7 +511,9 @@ class PartitionState:
             return True
         for view in views.values():
             if key not in view.values:
-                return False
+                if view.snapshot is None:
+                    return False
+                view.from_snapshot((key,))
         return True
 
     async def prefetch(self, events: Iterable[Event]) -> None:
@@ -504,7 +526,20 @@ class PartitionState:
     async def load(self, view: TableView, keys: Sequence[Any]) -> None:
         if not keys:
             return
-        raw = await self.store.get(view.table.name, self.partition.id, [store_key(k) for k in keys])
+        if view.snapshot is not None:
+            view.from_snapshot(keys)
+            return
+        name, stored = view.table.name, [store_key(k) for k in keys]
+        if view.probed:
+            raw = await self.store.get(name, self.partition.id, stored)
+        else:  # the first load: everything, if the partition holds few keys
+            limit, epoch = min(SNAPSHOT_MAX, view.budget.share()), view.epoch
+            raw, every = await self.store.get_small(name, self.partition.id, stored, limit)
+            view.probed = True
+            if every is not None and view.epoch == epoch:  # no eviction since the read
+                for key in stored:
+                    every.pop(key, None)
+                view.snapshot = every
         decode = view.table.codec.decode
         for key, data in zip(keys, raw, strict=True):
             view.load(key, ABSENT if data is None else decode(data))
