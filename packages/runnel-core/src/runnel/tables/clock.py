@@ -152,14 +152,18 @@ class Clock:
     def before_now(self, events: Sequence[Event]) -> bool:
         """:meth:`before` without waiting, in the usual case (the clock loaded, no event
         late); False, having changed nothing, when :meth:`before` must run."""
-        if META not in self.view.values:
+        meta = self.view.values.get(META, ABSENT)
+        if meta is ABSENT and META not in self.view.values:
             return False
-        self.late.clear()
-        self.times.clear()
-        kind, time_of, grace = self.table.kind, self.time_of, self.table.grace
-        watermark = self.meta.watermark
+        if self.late:
+            self.late.clear()
+        times = self.times
+        times.clear()
+        latest_end, event_time, grace = self.table.kind.latest_end, self.table.time_of, self.table.grace
+        watermark = meta.watermark if type(meta) is Meta else NEVER
         for event in events:
-            if kind.latest_end(time_of(event)) + grace <= watermark:
+            t = times[event.xid] = event_time(event)
+            if latest_end(t) + grace <= watermark:
                 return False  # late: before() counts it
         return True
 

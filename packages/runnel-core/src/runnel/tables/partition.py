@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from runnel.exceptions import TableError, WrongPartition
 from runnel.plugins.instruments import finish, instruments
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key, kept_key
+from runnel.tables.codec import IMMUTABLE, SCALARS, ValueCodec, encode_key, kept_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -245,7 +245,7 @@ class TableView:
         assert snapshot is not None
         for key in keys:
             if key not in values:
-                data = snapshot.pop(store_key(key), None)
+                data = snapshot.pop(self.stored(key), None)  # the commit wants it encoded too
                 values[key] = ABSENT if data is None else decode(data)
                 self.misses += 1
 
@@ -257,8 +257,10 @@ class TableView:
         dirty, encode, frozen = self.dirty, self._encode, self._frozen
         for key in self.undo:
             value = dirty[key]
-            if value is not ABSENT and type(value) is not Encoded and not frozen(value):
-                dirty[key] = Encoded(encode(value))
+            kind = type(value)
+            if kind in SCALARS or value is ABSENT or kind is Encoded or frozen(value):
+                continue
+            dirty[key] = Encoded(encode(value))
 
     def seal(self) -> None:
         """The iteration finished: its changes are no longer its own (see :meth:`take`)."""
