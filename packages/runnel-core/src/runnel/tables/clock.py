@@ -159,7 +159,8 @@ class Clock:
             self.late.clear()
         times = self.times
         times.clear()
-        latest_end, event_time, grace = self.table.kind.latest_end, self.table.time_of, self.table.grace
+        table = self.table
+        latest_end, event_time, grace = table.kind.latest_end, table.time_of, table.grace
         watermark = meta.watermark if type(meta) is Meta else NEVER
         for event in events:
             t = times[event.xid] = event_time(event)
