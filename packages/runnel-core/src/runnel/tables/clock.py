@@ -27,7 +27,8 @@ from runnel.tables.partition import ABSENT, RawKey, TableView
 from runnel.tables.windows import NEVER, KeyWindows, Window, close, deadline, same_bounds
 
 if TYPE_CHECKING:
-    from runnel.tables.partition import PartitionState, Sink
+    from runnel.tables.partition import PartitionState
+    from runnel.tables.protocols import Sink
     from runnel.tables.windows import Kind
     from runnel.types import Event
 

@@ -17,16 +17,17 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from runnel.exceptions import TableError, WrongPartition
 from runnel.plugins.instruments import finish, instruments
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import IMMUTABLE, SCALARS, ValueCodec, encode_key, kept_key
+from runnel.tables.codec import IMMUTABLE, SCALARS, encode_key, kept_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
     from runnel.record import Record
+    from runnel.tables.protocols import Clock, Sink, Table
     from runnel.types import Event, Partition
 
 ABSENT: Any = object()
@@ -65,73 +66,6 @@ class Encoded:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-
-
-class Source(Protocol):
-    """What a table uses of its source stream (:class:`runnel.Stream`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def hash(self, key: Any) -> int: ...
-
-
-class Table(Protocol):
-    """What a partition's state uses of a table (:class:`runnel.tables.Table`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def source(self) -> Source: ...
-
-    @property
-    def default(self) -> Any: ...
-
-    @property
-    def codec(self) -> ValueCodec: ...
-
-    def claim(self, processor: str) -> None: ...
-
-    def writes_here(self, processor: str) -> bool: ...
-
-
-class Clock(Protocol):
-    """What a partition's state uses of a windowed table's clock
-    (:class:`runnel.tables.clock.Clock`)."""
-
-    def before_now(self, events: list[Event]) -> bool: ...
-
-    async def before(self, events: list[Event]) -> None: ...
-
-    def after_now(self, events: list[Event]) -> bool: ...
-
-    async def after(self, events: list[Event]) -> None: ...
-
-    def rolled_back(self) -> None: ...
-
-
-class Sink(Protocol):
-    """What sending to a stream uses of it (:class:`runnel.Stream`)."""
-
-    @property
-    def has_schemas(self) -> bool: ...
-
-    @property
-    def partition_size(self) -> int | None: ...
-
-    async def prepare(self, *, writing: bool) -> None: ...
-
-    def entries(self, records: Any) -> Any: ...
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def record(self) -> type[Record]: ...
 
 
 class CacheBudget:
