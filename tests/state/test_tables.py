@@ -389,3 +389,35 @@ async def test_a_small_cache_evicts_committed_values_and_counts_stay_exact(
     expected = Counter(o.customer for o in sent)
     assert dict([kv async for kv in counts.items()]) == dict(expected)
     await app.aclose()
+
+
+async def test_a_partition_holding_few_keys_is_read_once_not_per_new_key(
+    app_name: str, redis_url: str, redis_client: Any
+) -> None:
+    """The owner's first load of a partition holding few keys reads all of them, so that
+    a key first seen later needs no read of its own (HMGET) whether it is stored or not;
+    values already committed are read back from that one read."""
+    app = shop(app_name, redis_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    counts = app.table("counts", source=orders, default=0)
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+
+    first = orders_of(90)  # c0..c8
+    second = [Order(customer=f"c{i // 20}", amount=i) for i in range(360)]  # c0..c17 in turn
+    for batch in (first, second):  # the second: a new worker, with committed keys
+        redis_client.config_resetstat()
+        async with run(app, store=redis_url) as t:
+            for i in range(0, len(batch), 30):  # keys first seen in several reads
+                await orders.send(*batch[i : i + 30])
+                await t.processed()
+        stats = redis_client.info("commandstats")
+        none = {"calls": 0}
+        # One per partition (its first load), and the check of the tables' partition counts.
+        assert stats.get("cmdstat_hmget", none)["calls"] <= 4 + 1
+    for customer, count in Counter(o.customer for o in first + second).items():
+        assert await counts.get(customer) == count
+    await app.aclose()

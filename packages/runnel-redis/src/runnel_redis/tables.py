@@ -41,6 +41,21 @@ class RedisTableStore(TableStore):
             return []
         return cast(list[bytes | None], await self.redis.hmget(self.key(table, partition), keys))
 
+    async def get_small(
+        self, table: str, partition: PartitionId, keys: Sequence[bytes], limit: int
+    ) -> tuple[list[bytes | None], dict[bytes, bytes] | None]:
+        key = self.key(table, partition)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hlen(key)
+            if keys:
+                pipe.hmget(key, keys)
+            size, *found = await pipe.execute()
+        values = cast(list[bytes | None], found[0] if keys else [])
+        if int(size) > limit:
+            return values, None
+        # Only the owner writes the hash, so nothing changes between the two reads.
+        return values, (dict(await self.redis.hgetall(key)) if int(size) else {})
+
     async def scan(
         self, table: str, partition: PartitionId, cursor: bytes, count: int
     ) -> tuple[bytes, list[tuple[bytes, bytes]]]:

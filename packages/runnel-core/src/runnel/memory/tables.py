@@ -22,6 +22,14 @@ class MemoryTableStore(TableStore):
             found = self.server.tables.get((table, partition), {})
             return [found.get(key) for key in keys]
 
+    async def get_small(
+        self, table: str, partition: PartitionId, keys: Sequence[bytes], limit: int
+    ) -> tuple[list[bytes | None], dict[bytes, bytes] | None]:
+        with self.server.lock:
+            found = self.server.tables.get((table, partition), {})
+            values = [found.get(key) for key in keys]
+            return values, (dict(found) if len(found) <= limit else None)
+
     async def scan(
         self, table: str, partition: PartitionId, cursor: bytes, count: int
     ) -> tuple[bytes, list[tuple[bytes, bytes]]]:

@@ -68,6 +68,14 @@ class TableStore(abc.ABC):
     ) -> list[bytes | None]:
         """The committed values of ``keys`` (None for a key not stored), in order."""
 
+    async def get_small(
+        self, table: str, partition: PartitionId, keys: Sequence[bytes], limit: int
+    ) -> tuple[list[bytes | None], dict[bytes, bytes] | None]:
+        """:meth:`get`, and every entry of the partition when it holds at most ``limit``
+        (else None): its owner then reads no key from the store again, as it is the only
+        writer. A store may always answer None."""
+        return await self.get(table, partition, keys), None
+
     @abc.abstractmethod
     async def scan(
         self, table: str, partition: PartitionId, cursor: bytes, count: int

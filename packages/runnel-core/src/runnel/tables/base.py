@@ -110,12 +110,29 @@ class TableBase:
         return state, view
 
     def __getitem__(self, key: Any) -> Any:
+        state = current.get()
+        if state is not None and self.replaced_by is None:  # the usual case: loaded
+            view = state.views.get(self.name)
+            if view is not None:
+                values = view.values
+                value = values.get(key, _NOTHING)
+                if value is not _NOTHING and value is not ABSENT:
+                    values.move_to_end(key)
+                    view.hits += 1
+                    return value
         state, view = self._here(key)
         if not view.loaded(key):
             self._load_now(state, view, key)
         return view.read(key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        state = current.get()
+        if state is not None and self.replaced_by is None and value is not ABSENT:
+            view = state.views.get(self.name)
+            if view is not None and key in view.values:  # checked when it was loaded
+                view.write(key, value)
+                state.changed = True
+                return
         state, view = self._here(key)
         if value is ABSENT:
             raise TableError("not a value")
@@ -147,6 +164,9 @@ class TableBase:
     def _load_now(self, state: PartitionState, view: TableView, *keys: Any) -> None:
         """Keys no event brought: read them from the store now. The event loop waits for
         that one round trip (in the app's portal thread), as ``delay_sync`` does."""
+        if view.snapshot is not None:
+            view.from_snapshot(keys)
+            return
         try:
             raw = self.app.portal.call(
                 lambda: self._store().get(

@@ -27,7 +27,8 @@ from runnel.tables.partition import ABSENT, RawKey, TableView
 from runnel.tables.windows import NEVER, KeyWindows, Window, close, deadline, same_bounds
 
 if TYPE_CHECKING:
-    from runnel.tables.partition import PartitionState, Sink
+    from runnel.tables.partition import PartitionState
+    from runnel.tables.protocols import Sink
     from runnel.tables.windows import Kind
     from runnel.types import Event
 
@@ -152,14 +153,19 @@ class Clock:
     def before_now(self, events: Sequence[Event]) -> bool:
         """:meth:`before` without waiting, in the usual case (the clock loaded, no event
         late); False, having changed nothing, when :meth:`before` must run."""
-        if META not in self.view.values:
+        meta = self.view.values.get(META, ABSENT)
+        if meta is ABSENT and META not in self.view.values:
             return False
-        self.late.clear()
-        self.times.clear()
-        kind, time_of, grace = self.table.kind, self.time_of, self.table.grace
-        watermark = self.meta.watermark
+        if self.late:
+            self.late.clear()
+        times = self.times
+        times.clear()
+        table = self.table
+        latest_end, event_time, grace = table.kind.latest_end, table.time_of, table.grace
+        watermark = meta.watermark if type(meta) is Meta else NEVER
         for event in events:
-            if kind.latest_end(time_of(event)) + grace <= watermark:
+            t = times[event.xid] = event_time(event)
+            if latest_end(t) + grace <= watermark:
                 return False  # late: before() counts it
         return True
 

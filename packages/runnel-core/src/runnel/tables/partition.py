@@ -17,16 +17,17 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from runnel.exceptions import TableError, WrongPartition
 from runnel.plugins.instruments import finish, instruments
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import IMMUTABLE, ValueCodec, encode_key, kept_key
+from runnel.tables.codec import IMMUTABLE, SCALARS, encode_key, kept_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
     from runnel.record import Record
+    from runnel.tables.protocols import Clock, Sink, Table
     from runnel.types import Event, Partition
 
 ABSENT: Any = object()
@@ -35,6 +36,9 @@ UNLOADED: Any = object()
 """Undo marker: the key was not loaded before this iteration changed it."""
 KEYS_KEPT = 1024
 """Keys a view keeps encoded, at most (beyond the partition's share of the cache, none)."""
+SNAPSHOT_MAX = 4096
+"""A partition holding at most this many keys (and at most the view's share of the cache)
+is read whole by its owner's first load, so that no key needs a read of its own later."""
 CLEAN: Any = object()
 """Undo marker: the key had no change waiting to be committed before this iteration."""
 _IMMUTABLE = IMMUTABLE
@@ -62,73 +66,6 @@ class Encoded:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-
-
-class Source(Protocol):
-    """What a table uses of its source stream (:class:`runnel.Stream`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def hash(self, key: Any) -> int: ...
-
-
-class Table(Protocol):
-    """What a partition's state uses of a table (:class:`runnel.tables.Table`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def source(self) -> Source: ...
-
-    @property
-    def default(self) -> Any: ...
-
-    @property
-    def codec(self) -> ValueCodec: ...
-
-    def claim(self, processor: str) -> None: ...
-
-    def writes_here(self, processor: str) -> bool: ...
-
-
-class Clock(Protocol):
-    """What a partition's state uses of a windowed table's clock
-    (:class:`runnel.tables.clock.Clock`)."""
-
-    def before_now(self, events: list[Event]) -> bool: ...
-
-    async def before(self, events: list[Event]) -> None: ...
-
-    def after_now(self, events: list[Event]) -> bool: ...
-
-    async def after(self, events: list[Event]) -> None: ...
-
-    def rolled_back(self) -> None: ...
-
-
-class Sink(Protocol):
-    """What sending to a stream uses of it (:class:`runnel.Stream`)."""
-
-    @property
-    def has_schemas(self) -> bool: ...
-
-    @property
-    def partition_size(self) -> int | None: ...
-
-    async def prepare(self, *, writing: bool) -> None: ...
-
-    def entries(self, records: Any) -> Any: ...
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def record(self) -> type[Record]: ...
 
 
 class CacheBudget:
@@ -172,6 +109,12 @@ class TableView:
         """Keys as stored (encoded once; at most :data:`KEYS_KEPT`)."""
         self.hits = 0
         self.misses = 0
+        self.snapshot: dict[bytes, bytes] | None = None
+        """Stored key -> committed value, of every entry of the partition not yet loaded
+        into the cache, when the first load read them all (the partition held few): a key
+        in neither is not stored, so needs no read. Dropped at the first eviction."""
+        self.probed = False
+        """Whether a load asked the store for everything (it does once)."""
         # Deadlines (windowed tables): what this owner set and the store may not have yet.
         self.deadlines: dict[Any, float | None] = {}
         self.deadline_undo: dict[Any, Any] = {}
@@ -230,6 +173,16 @@ class TableView:
             self.values[key] = value
             self.misses += 1
 
+    def from_snapshot(self, keys: Iterable[Any]) -> None:
+        """Load keys from :attr:`snapshot` (which must be there): no store read."""
+        snapshot, decode, values = self.snapshot, self.table.codec.decode, self.values
+        assert snapshot is not None
+        for key in keys:
+            if key not in values:
+                data = snapshot.pop(self.stored(key), None)  # the commit wants it encoded too
+                values[key] = ABSENT if data is None else decode(data)
+                self.misses += 1
+
     def prepare(self) -> None:
         """Encode this iteration's mutable values as they are now, so that later changes
         in place do not reach the commit, and a value that cannot be encoded fails the
@@ -238,8 +191,10 @@ class TableView:
         dirty, encode, frozen = self.dirty, self._encode, self._frozen
         for key in self.undo:
             value = dirty[key]
-            if value is not ABSENT and type(value) is not Encoded and not frozen(value):
-                dirty[key] = Encoded(encode(value))
+            kind = type(value)
+            if kind in SCALARS or value is ABSENT or kind is Encoded or frozen(value):
+                continue
+            dirty[key] = Encoded(encode(value))
 
     def seal(self) -> None:
         """The iteration finished: its changes are no longer its own (see :meth:`take`)."""
@@ -342,6 +297,7 @@ class TableView:
         if excess <= 0:
             return
         dirty, sealed = self.dirty, self.sealed
+        self.snapshot = None  # an evicted key would read as not stored
         for key in list(self.values):
             if excess <= 0:
                 break
@@ -491,7 +447,9 @@ class PartitionState:
             return True
         for view in views.values():
             if key not in view.values:
-                return False
+                if view.snapshot is None:
+                    return False
+                view.from_snapshot((key,))
         return True
 
     async def prefetch(self, events: Iterable[Event]) -> None:
@@ -504,7 +462,20 @@ class PartitionState:
     async def load(self, view: TableView, keys: Sequence[Any]) -> None:
         if not keys:
             return
-        raw = await self.store.get(view.table.name, self.partition.id, [store_key(k) for k in keys])
+        if view.snapshot is not None:
+            view.from_snapshot(keys)
+            return
+        name, stored = view.table.name, [store_key(k) for k in keys]
+        if view.probed:
+            raw = await self.store.get(name, self.partition.id, stored)
+        else:  # the first load: everything, if the partition holds few keys
+            limit, epoch = min(SNAPSHOT_MAX, view.budget.share()), view.epoch
+            raw, every = await self.store.get_small(name, self.partition.id, stored, limit)
+            view.probed = True
+            if every is not None and view.epoch == epoch:  # no eviction since the read
+                for key in stored:
+                    every.pop(key, None)
+                view.snapshot = every
         decode = view.table.codec.decode
         for key, data in zip(keys, raw, strict=True):
             view.load(key, ABSENT if data is None else decode(data))
