@@ -120,7 +120,8 @@ class Events:
         # Room for two whole batches: full batches form without waiting on `within`, and
         # the next one is being read while this one is processed.
         inbox = self._consumer.inbox
-        inbox.capacity = max(inbox.capacity, 2 * n)
+        inbox.least = max(inbox.least, 2 * n)
+        inbox.capacity = max(inbox.capacity, inbox.least)
         return Batches(self, n, within)
 
     # The pipeline.

@@ -118,6 +118,7 @@ class Executor:
             prefetch=processor.prefetch_count,
             grace_period=processor.grace_period,
             name=processor.name,
+            partitions=processor.stream.partition_count,
         )
         self._stop = asyncio.Event()
         self._rebalance = asyncio.Event()

@@ -19,6 +19,7 @@ class Inbox:
     def __init__(self, partition: Partition, capacity: int, wake: asyncio.Event) -> None:
         self.partition = partition
         self.capacity = capacity
+        self.least = 0  # what the consumer needs whatever the runner sizes it to (take(n): 2n)
         self.items: deque[Event] = deque()
         self.position: Position = PENDING
         self.last_id: bytes | None = None  # newest id delivered to the group: where "new" starts
