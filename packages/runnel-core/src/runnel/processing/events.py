@@ -157,6 +157,7 @@ class Events:
     async def _ready(self) -> bool:
         """Wait until an event is buffered; False once the consumer is stopping."""
         consumer = self._consumer
+        consumer.acks.nudge()  # waiting may take a while: what finished goes now
         if not consumer.inbox.items and not await consumer.inbox.wait():
             return False
         # Start nothing unless our lock is surely still ours: after a pause or while Redis

@@ -132,6 +132,8 @@ class Executor:
         stats = self.stats.partition(partition.number)
         state = self._state_for(partition)
         acks = Acks(partition.id, stats, self._ack, self.lost, self.acknowledger.wake, state)
+        acks.batch = self.processor.prefetch_count
+        inbox.acks = acks  # the partition's reads carry its acknowledgements
         return Consumer(
             self.processor,
             partition,
