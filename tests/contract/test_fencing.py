@@ -266,3 +266,59 @@ async def test_reading_without_a_group_is_an_error(backend: Backend, app: str) -
     new = {key: ids_of(entries) for key, entries in result.entries}
     assert again + new.get(p, []) == p_ids
     assert new[q] == q_ids
+
+
+async def test_read_and_ack_together_only_on_partitions_we_hold(backend: Backend, app: str) -> None:
+    """One fenced step that acknowledges and reads: ours are acknowledged and read; a
+    partition another executor holds, or nobody holds, is neither acknowledged nor read
+    (its entries stay pending, nothing is delivered), and is reported lost."""
+    c = coordination(backend, app)
+    k0, k1, k2 = await with_entries(backend, app, 3)
+    assert await c.acquire("a", [k0], LONG) == {k0}
+    assert await c.acquire("b", [k1], LONG) == {k1}
+    first = await c.read("a", CONSUMER, {k0: NEW}, 2)
+    ids0 = ids_of(first.entries[0][1])
+    mine = await c.read("b", CONSUMER, {k1: NEW}, 10)
+    ids1 = ids_of(mine.entries[0][1])
+
+    result, unacked = await c.read_and_ack(
+        "a", CONSUMER, {k0: NEW, k1: NEW, k2: NEW}, 10, {k0: ids0, k1: ids1}
+    )
+    assert unacked == [k1]
+    assert result.lost == [k1, k2]
+    assert [(key, numbers(entries)) for key, entries in result.entries] == [(k0, [b"2"])]
+    assert await pending(c, "a", k0) == ids_of(result.entries[0][1])  # ids0 acknowledged
+    assert await pending(c, "b", k1) == ids1
+    assert await nothing_delivered(c, k2) == []
+
+    # Acknowledging only (nothing to read), ours and someone else's.
+    result, unacked = await c.read_and_ack(
+        "a", CONSUMER, {}, 10, {k0: ids_of(result.entries[0][1]), k1: ids1}
+    )
+    assert (result.entries, result.lost, unacked) == ([], [], [k1])
+    assert await pending(c, "a", k0) == []
+    assert await pending(c, "b", k1) == ids1
+
+
+async def test_a_stale_owner_can_neither_read_nor_ack_in_one_step(
+    backend: Backend, app: str, store_time: Time
+) -> None:
+    """The owner whose lock expired and was taken: its combined acknowledgement and read
+    does nothing at all; the new owner finds every entry still pending."""
+    c = coordination(backend, app)
+    [k0] = await with_entries(backend, app, 1)
+    assert await c.acquire("a", [k0], MEDIUM) == {k0}
+    ids = ids_of((await c.read("a", CONSUMER, {k0: NEW}, 2)).entries[0][1])
+
+    async def expired() -> bool:
+        return (await c.lock_owners([k0]))[k0] is None
+
+    await store_time.until(expired, "a's lock expired")
+    assert await c.acquire("b", [k0], LONG) == {k0}
+
+    result, unacked = await c.read_and_ack("a", CONSUMER, {k0: NEW}, 10, {k0: ids})
+    assert (result.entries, result.lost, unacked) == ([], [k0], [k0])
+    assert await pending(c, "b", k0) == ids  # not acknowledged, the third not delivered
+    again = await c.read("b", CONSUMER, {k0: PENDING}, 10)
+    assert ids_of(again.entries[0][1]) == ids
+    assert numbers((await c.read("b", CONSUMER, {k0: NEW}, 10)).entries[0][1]) == [b"2"]

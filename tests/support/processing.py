@@ -43,6 +43,7 @@ class Log:
         self.owned: set[PartitionId] = set()
         self.failures: list[BaseException] = []  # raised by the next calls, one each
         self.reads = 0
+        self.carried: list[dict[PartitionId, list[bytes]]] = []  # ids sent with reads
         self._appended = asyncio.Event()
         self._seq = 0
 
@@ -116,6 +117,16 @@ class Log:
         await self.ack({partition: ids})
 
     # The ack sink.
+
+    async def read_and_ack(
+        self,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        ids: Mapping[PartitionId, Sequence[bytes]],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        self.carried.append({p: list(x) for p, x in ids.items()})
+        lost = await self.ack(ids)
+        return await self.read(positions, count), lost
 
     async def commit(self, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         return await self.ack({p: c.ids for p, c in commits.items()})

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnel import App
+from runnel.processing.acks import Acks
 from runnel.processing.fetcher import Fetcher
 from runnel.processing.inbox import Inbox
 from runnel.store.log import NEW, PENDING, PartitionId
@@ -162,3 +163,35 @@ async def test_trimmed_entries_are_acknowledged_not_delivered(
     await task
     assert [e.xid for e in events] == [ids[0], ids[2]]
     assert log.acked == {p0: [ids[1]]}
+
+
+async def test_a_read_carries_finished_ids_only_where_the_lock_is_ours(
+    stream: Stream, log: Log, app: App
+) -> None:
+    """Finished ids ride on the next read of their lane: acknowledged where the lock is
+    ours; where it is not, refused, the partition reported lost and nothing counted as
+    acknowledged. After a failed read they are given back to be sent again."""
+    p0, p1 = (p.id for p in stream.partitions)
+    run = Running(app, stream, log)
+    woken: list[PartitionId] = []
+    acks = []
+    for box in run.inboxes:
+        stats = run.stats.partition(box.partition.number)
+        box.acks = Acks(box.partition.id, stats, log.commit, run.lost.append, woken.append)
+        box.acks.batch = 10
+        acks.append(box.acks)
+    log.owned = {p0}  # p1's lock was lost
+    for box in run.inboxes:
+        box.position = NEW
+    acks[0].add(b"1-0")
+    acks[1].add(b"2-0")
+    log.append(p0, b"a")
+    log.failures.append(OUTAGE)  # the first read fails: the ids go back, the sink is woken
+    task = asyncio.create_task(run.fetcher.run())
+    await until(lambda: log.acked.get(p0) == [b"1-0"])
+    assert woken and acks[0].ids == [] and acks[1].ids == []
+    assert p1 in run.lost and p1 not in log.acked
+    assert acks[0].stats.acked == 1 and acks[1].stats.acked == 0
+    assert any(p1 in carried for carried in log.carried)
+    run.fetcher.stop()
+    await task

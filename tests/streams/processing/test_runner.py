@@ -18,7 +18,9 @@ from tests.support.processing import Log, held_lease, processor_of, stats_of, un
 
 
 class Wired:
-    def __init__(self, app: App, stream: Stream, func: Any, grace_period: float = 5) -> None:
+    def __init__(
+        self, app: App, stream: Stream, func: Any, grace_period: float = 5, partitions: int = 1
+    ) -> None:
         self.log = Log()
         self.log.owned = {p.id for p in stream.partitions}
         self.processor = processor_of(app, stream, func)
@@ -29,7 +31,12 @@ class Wired:
             {}, self.log, lost=lambda _: None, stats=self.stats, group="proc", block_ms=20
         )
         self.runner = Runner(
-            fetcher, self.consumer_for, prefetch=10, grace_period=grace_period, name="proc"
+            fetcher,
+            self.consumer_for,
+            prefetch=10,
+            grace_period=grace_period,
+            name="proc",
+            partitions=partitions,
         )
 
     def consumer_for(self, partition: Partition, inbox: Inbox) -> Consumer:
@@ -135,5 +142,35 @@ async def test_nothing_is_assigned_once_quiet(app: App, stream: Stream) -> None:
     wired.runner.quiesce()
     await wired.runner.assign(list(stream.partitions))
     assert wired.runner.owned == set()
+    wired.runner.stop()
+    await running
+
+
+async def test_an_executor_owning_part_of_the_stream_buffers_its_share_of_the_whole(
+    app: App, stream: Stream
+) -> None:
+    """Owning one partition of two, an inbox holds twice ``prefetch_count`` (what a sole
+    owner buffers over all partitions), so reads stay as large; back to ``prefetch_count``
+    once it owns both, and never below what ``take(n)`` needs."""
+    gate = asyncio.Event()
+
+    async def proc(events):  # type: ignore[no-untyped-def]
+        async for _ in events.take(15, within=0) if events.partition.number else events:
+            await gate.wait()
+
+    wired = Wired(app, stream, proc, grace_period=0, partitions=stream.partition_count)
+    p0, p1 = stream.partitions
+    wired.log.append(p0.id, *[b"%d" % i for i in range(40)])
+    running = asyncio.create_task(wired.runner.run())
+    await wired.runner.assign([p0])
+    assert wired.runner.inboxes[p0.id].capacity == 20
+    await until(lambda: len(wired.runner.inboxes[p0.id].items) >= 19)  # one read of 20
+    await wired.runner.assign([p1])
+    await until(lambda: wired.runner.inboxes[p1.id].least == 30)
+    assert wired.runner.inboxes[p0.id].capacity == 10
+    assert wired.runner.inboxes[p1.id].capacity == 30  # take(15): two batches
+    await wired.runner.revoke([0], graceful=False)
+    assert wired.runner.inboxes[p1.id].capacity == 30
+    gate.set()
     wired.runner.stop()
     await running

@@ -23,7 +23,7 @@ from redis.exceptions import RedisError, ResponseError
 from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.jobs.model import NewJob
 from runnel.jobs.queues import DEFAULT_QUEUE
-from runnel.store.coordination import ReadResult
+from runnel.store.coordination import Coordination, ReadResult
 from runnel.store.log import Fields, PartitionId, Position
 from runnel.store.state import Commit
 from runnel.store.synclog import SyncLog
@@ -400,6 +400,18 @@ class ClusterCoordination(RedisCoordination):
             elif reply:
                 _add_entries(result, reply, self._partitions)
         return result
+
+    async def read_and_ack(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        ids: Mapping[PartitionId, Sequence[bytes]],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """:meth:`ack`, then :meth:`read`: a transaction cannot span slots, and each
+        script call here fences its own partition already."""
+        return await Coordination.read_and_ack(self, owner, consumer, positions, count, ids)
 
     async def ack(
         self, owner: str, ids: Mapping[PartitionId, Sequence[bytes]]

@@ -293,46 +293,95 @@ class RedisCoordination(Coordination):
     async def read(
         self, owner: str, consumer: str, positions: Mapping[PartitionId, Position], count: int
     ) -> ReadResult:
-        """Read the partitions whose lock we hold, in one round trip:
+        result, _ = await self.read_and_ack(owner, consumer, positions, count, {})
+        return result
 
-        ``WATCH locks; EVAL CHECK_LOCKS; MULTI; XREADGROUP ...; EXEC``
+    async def read_and_ack(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        ids: Mapping[PartitionId, Sequence[bytes]],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """Acknowledge and read on the partitions whose lock we hold, in one round trip:
+
+        ``WATCH locks; EVAL CHECK_LOCKS; MULTI; XACK ...; XREADGROUP ...; EXEC``
 
         The check runs after the WATCH, and touches any lock another executor holds, so
-        Redis runs the read only if every lock was ours or nobody's at the check and none
-        changed since. The entries never pass through Lua (converting a large XREADGROUP
-        reply to Lua and back costs Redis twice the read itself), and nothing waits on a
-        reply before sending the next command. A refused transaction (a lost lock, or our
-        own heartbeat renewing a lock in between) is tried again without the lost ones.
+        Redis runs the transaction only if every lock was ours or nobody's at the check
+        and none changed since: one check fences the acknowledgements and the read of
+        every partition in it. The entries never pass through Lua (converting a large
+        XREADGROUP reply to Lua and back costs Redis twice the read itself), the XACKs
+        run as plain commands (a script pays for each call it makes), and nothing waits
+        on a reply before sending the next command. A refused transaction (a lost lock,
+        or our own heartbeat renewing a lock in between) is tried again without the lost
+        ones; acknowledgements still unsent after that go through FENCED_ACK_MANY.
         """
         result = ReadResult()
+        unacked: list[PartitionId] = []
         reading = {p: _redis_id(position) for p, position in positions.items()}
+        acking = {p: xids for p, xids in ids.items() if xids}
         for _ in range(READ_ATTEMPTS):
-            if not reading:
+            if not reading and not acking:
                 break
-            streams = list(reading)
+            fenced = list(dict.fromkeys([*reading, *acking]))
             try:
-                held, reply = await self._checked_read(owner, consumer, reading, count)
+                held, reply = await self._checked_read(owner, consumer, reading, count, acking)
             except StoreFull:
+                # A full Redis refuses the whole transaction: each half on its own.
+                if acking:
+                    unacked += await self.ack(owner, acking)
+                    acking = {}
+                if not reading:
+                    break
+                fenced = list(reading)
                 held, reply = await self._read_when_full(owner, consumer, reading, count)
-            lost = [s for s, ok in zip(streams, held, strict=True) if not ok]
-            result.lost += lost
+            lost = [p for p, ok in zip(fenced, held, strict=True) if not ok]
+            result.lost += [p for p in lost if p in reading]
+            unacked += [p for p in lost if p in acking]
             if reply is not None:
-                return _add_entries(result, reply, self._partitions, skip=lost)
-            for stream in lost:
-                del reading[stream]
-        return result  # the fetcher reads again
+                return _add_entries(result, reply, self._partitions, skip=lost), unacked
+            for p in lost:
+                reading.pop(p, None)
+                acking.pop(p, None)
+        if acking:
+            unacked += await self.ack(owner, acking)
+        return result, unacked  # the fetcher reads again
 
     async def _checked_read(
-        self, owner: str, consumer: str, positions: Mapping[PartitionId, bytes], count: int
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, bytes],
+        count: int,
+        acks: Mapping[PartitionId, Sequence[bytes]] | None = None,
     ) -> tuple[list[int], Any]:
-        """The held flags, and XREADGROUP's reply (None when Redis refused the EXEC).
+        """The held flags (of the partitions read, then of those only acknowledged), and
+        XREADGROUP's reply ([] with nothing read; None when Redis refused the EXEC).
 
-        Any error reply means the read may have run unfenced or not at all, so it is
-        raised: the fetcher then reads the partitions' pending entries again, through
-        the fence."""
-        n = len(positions)
-        locks = self._locks_of(list(positions))
+        Any error reply means the transaction may have run unfenced or not at all, so it
+        is raised: the fetcher then reads the partitions' pending entries again, through
+        the fence, and the acknowledgements are sent again."""
+        acks = acks or {}
+        fenced = list(dict.fromkeys([*positions, *acks]))
+        n = len(fenced)
+        locks = self._locks_of(fenced)
         check = self._eval_check_locks
+        group = self._bulk(self.group)
+        queued = [
+            resp.header(3 + len(xids)) + _XACK + self._streams([p]) + group + resp.arguments(xids)
+            for p, xids in acks.items()
+        ]
+        if positions:
+            queued.append(
+                resp.header(7 + 2 * len(positions))
+                + self._read_head
+                + self._bulk(consumer)
+                + resp.arguments(("COUNT", count, "STREAMS"))
+                + self._streams(list(positions))
+                + resp.arguments(positions.values())
+            )
         packed = (
             resp.header(1 + n)
             + _WATCH
@@ -343,29 +392,24 @@ class RedisCoordination(Coordination):
             + locks
             + self._bulk(owner)
             + _MULTI
-            + resp.header(7 + 2 * n)
-            + self._read_head
-            + self._bulk(consumer)
-            + resp.arguments(("COUNT", count, "STREAMS"))
-            + self._streams(list(positions))
-            + resp.arguments(positions.values())
+            + b"".join(queued)
             + _EXEC
         )
-        replies = await self._exchange(packed, 5)
+        replies = await self._exchange(packed, 4 + len(queued))
         if scripts.refuses_flags(replies[1]) and check == _EVAL_CHECK_LOCKS:
             # Redis 6.2: no script flags (another lane's read may have found out first)
             self._eval_check_locks = _EVAL_CHECK_LOCKS_PLAIN
-            return await self._checked_read(owner, consumer, positions, count)
+            return await self._checked_read(owner, consumer, positions, count, acks)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         held, executed = replies[1], replies[-1]
         if executed is None:
             return held, None
-        [reply] = executed
-        if isinstance(reply, Exception):  # e.g. NOGROUP, raised inside the transaction
-            raise reply
-        return held, reply
+        for reply in executed:
+            if isinstance(reply, Exception):  # e.g. NOGROUP, raised inside the transaction
+                raise reply
+        return held, executed[-1] if positions else []
 
     async def _read_when_full(
         self, owner: str, consumer: str, positions: Mapping[PartitionId, bytes], count: int
@@ -483,6 +527,7 @@ _EVAL_CHECK_LOCKS = resp.arguments(("EVAL", scripts.CHECK_LOCKS))
 _EVAL_CHECK_LOCKS_PLAIN = resp.arguments(("EVAL", scripts.plain(scripts.CHECK_LOCKS)))
 _EVAL_FENCED_ACK_MANY = resp.arguments(("EVAL", scripts.FENCED_ACK_MANY))
 _WATCH = resp.arguments(("WATCH",))
+_XACK = resp.arguments(("XACK",))
 _MULTI = resp.command("MULTI")
 _EXEC = resp.command("EXEC")
 

@@ -109,6 +109,7 @@ class Acks:
         self._back = Pending()  # a failed send's writes and deadlines
         self.sends: list[Sends] = []  # what iterations sent, each with its first id
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
+        self.batch = 1  # ids that wake the acknowledger; fewer wait for a read or a nudge
         self._send = send
         self._lost = lost
         self._wake = wake
@@ -117,10 +118,13 @@ class Acks:
         self._idle.set()
 
     def add(self, xid: bytes) -> None:
-        """Record a finished event (and seal its changes); the acknowledger sends it soon."""
-        if not self.ids and not self.sends:
-            self._wake(self)
+        r"""Record a finished event (and seal its changes); the acknowledger sends it soon:
+        at once when it is the first, or (with :attr:`batch` above 1, a partition without
+        tables) once ``batch`` ids are waiting or the consumer :meth:`nudge`\ s, unless
+        the partition's next read takes them first."""
         state = self.state
+        if not self.ids and not self.sends and (self.batch == 1 or state is not None):
+            self._wake(self)
         if state is not None and state.changed:
             state.seal()  # raises (and seals nothing) on a value that cannot be encoded
             outputs = state.take_outputs()
@@ -128,6 +132,26 @@ class Acks:
                 self.sends.append(Sends([xid], outputs))
                 return
         self.ids.append(xid)
+        if len(self.ids) == self.batch and state is None:
+            self._wake(self)
+
+    def nudge(self) -> None:
+        """The consumer is about to wait (nothing buffered, the lease to confirm, or
+        stopping): send what is recorded now."""
+        if self.ids or self.sends:
+            self._wake(self)
+
+    @property
+    def rides(self) -> bool:
+        """Whether a read may carry what is recorded: ids only (no table writes or
+        outputs, nothing given back), and no drain under way."""
+        return (
+            bool(self.ids)
+            and not self.sends
+            and not self.draining
+            and self.state is None
+            and not self._back.changes
+        )
 
     @property
     def waiting(self) -> bool:

@@ -120,7 +120,8 @@ class Events:
         # Room for two whole batches: full batches form without waiting on `within`, and
         # the next one is being read while this one is processed.
         inbox = self._consumer.inbox
-        inbox.capacity = max(inbox.capacity, 2 * n)
+        inbox.least = max(inbox.least, 2 * n)
+        inbox.capacity = max(inbox.capacity, inbox.least)
         return Batches(self, n, within)
 
     # The pipeline.
@@ -156,6 +157,7 @@ class Events:
     async def _ready(self) -> bool:
         """Wait until an event is buffered; False once the consumer is stopping."""
         consumer = self._consumer
+        consumer.acks.nudge()  # waiting may take a while: what finished goes now
         if not consumer.inbox.items and not await consumer.inbox.wait():
             return False
         # Start nothing unless our lock is surely still ours: after a pause or while Redis

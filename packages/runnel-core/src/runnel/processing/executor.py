@@ -118,6 +118,7 @@ class Executor:
             prefetch=processor.prefetch_count,
             grace_period=processor.grace_period,
             name=processor.name,
+            partitions=processor.stream.partition_count,
         )
         self._stop = asyncio.Event()
         self._rebalance = asyncio.Event()
@@ -131,6 +132,8 @@ class Executor:
         stats = self.stats.partition(partition.number)
         state = self._state_for(partition)
         acks = Acks(partition.id, stats, self._ack, self.lost, self.acknowledger.wake, state)
+        acks.batch = self.processor.prefetch_count
+        inbox.acks = acks  # the partition's reads carry its acknowledgements
         return Consumer(
             self.processor,
             partition,

@@ -21,7 +21,7 @@ from runnel.types import Event, Partition
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
-    from runnel.processing.acks import LostPartition
+    from runnel.processing.acks import Acks, LostPartition, Pending
     from runnel.processing.inbox import Inbox
     from runnel.store.coordination import Coordination, ReadResult
     from runnel.store.log import Log
@@ -39,6 +39,16 @@ class Source(Protocol):
     async def read(self, positions: Mapping[PartitionId, Position], count: int) -> ReadResult:
         """Up to ``count`` entries per partition from each position, never blocking, only
         from partitions whose lock we hold (the others are reported lost)."""
+        ...
+
+    async def read_and_ack(
+        self,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        ids: Mapping[PartitionId, Sequence[bytes]],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """Acknowledge ``ids`` and read, fenced as :meth:`read`; the partitions whose ids
+        were not acknowledged (lost)."""
         ...
 
     async def last_delivered(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, bytes]:
@@ -68,6 +78,16 @@ class StoreSource:
 
     async def read(self, positions: Mapping[PartitionId, Position], count: int) -> ReadResult:
         return await self.coordination.read(self.owner, self.consumer, positions, count)
+
+    async def read_and_ack(
+        self,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        ids: Mapping[PartitionId, Sequence[bytes]],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        return await self.coordination.read_and_ack(
+            self.owner, self.consumer, positions, count, ids
+        )
 
     async def last_delivered(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, bytes]:
         return await self.log.last_delivered(partitions, self.group)
@@ -140,6 +160,19 @@ class Fetcher:
                 tg.create_task(_Lane(self, lane).run(), name=f"fetcher lane {lane}")
 
 
+def _carried(inboxes: Mapping[PartitionId, Inbox]) -> dict[PartitionId, tuple[Acks, Pending]]:
+    """The finished events a read acknowledges on its way: each partition's recorded ids,
+    taken from its :class:`~runnel.processing.acks.Acks` (which then counts them as in
+    flight, so a drain waits for them). Sending them with the read costs Redis no check
+    and no round trip of their own."""
+    carried = {}
+    for key, box in inboxes.items():
+        acks = box.acks
+        if acks is not None and acks.rides:
+            carried[key] = (acks, acks.take())
+    return carried
+
+
 class _Lane:
     """One read loop over the partitions whose number is ``lane`` modulo :data:`LANES`,
     woken by their inboxes only."""
@@ -181,10 +214,20 @@ class _Lane:
                 if not fetcher.stopping:
                     await self.wake.wait()
                 continue
+            count = max(inboxes[key].capacity for key in wanted)
+            carried = _carried(inboxes)
             try:
-                count = max(inboxes[key].capacity for key in wanted)
-                result = await self.source.read(wanted, count)
-            except TransportError as exc:
+                if carried:
+                    ids = {key: pending.ids for key, (_, pending) in carried.items()}
+                    result, unacked = await self.source.read_and_ack(wanted, count, ids)
+                else:
+                    result, unacked = await self.source.read(wanted, count), []
+            except BaseException as exc:
+                for acks, pending in carried.values():
+                    acks.give_back(pending)
+                    acks.nudge()  # the acknowledger sends them instead
+                if not isinstance(exc, TransportError):
+                    raise
                 reraise_if_cancelled(exc)
                 # The reply may have been lost after the store delivered entries to us:
                 # those are pending now, so read the pending entries after what we hold.
@@ -195,9 +238,13 @@ class _Lane:
                 outage.failed(f"reading {stream}", exc)
                 await backoff.sleep()
                 continue
+            for key, (acks, pending) in carried.items():
+                acks.done()
+                if key not in unacked:
+                    acks.committed(pending)
             reraise_if_cancelled()  # a store client that swallowed our cancellation
             backoff.reset()
-            for key in result.lost:
+            for key in dict.fromkeys([*result.lost, *unacked]):
                 fetcher.lost(key)
             got = False
             history = False

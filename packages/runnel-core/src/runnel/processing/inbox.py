@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from typing import TYPE_CHECKING
 
 from runnel.store.log import PENDING, Position
 from runnel.types import Event, Partition
+
+if TYPE_CHECKING:
+    from runnel.processing.acks import Acks
 
 
 class Inbox:
@@ -19,6 +23,8 @@ class Inbox:
     def __init__(self, partition: Partition, capacity: int, wake: asyncio.Event) -> None:
         self.partition = partition
         self.capacity = capacity
+        self.least = 0  # what the consumer needs whatever the runner sizes it to (take(n): 2n)
+        self.acks: Acks | None = None  # its finished events, which a read may acknowledge
         self.items: deque[Event] = deque()
         self.position: Position = PENDING
         self.last_id: bytes | None = None  # newest id delivered to the group: where "new" starts

@@ -38,12 +38,14 @@ class Runner:
         prefetch: int,
         grace_period: float,
         name: str = "",
+        partitions: int = 1,
     ) -> None:
         self.fetcher = fetcher
         self.inboxes: dict[PartitionId, Inbox] = fetcher.inboxes
         self.consumers: dict[int, tuple[Consumer, asyncio.Task[None]]] = {}
         self.new_consumer = new_consumer
         self.prefetch = prefetch
+        self.partitions = partitions  # the stream's partition count
         self.grace_period = grace_period
         self.name = name
         self._group: asyncio.TaskGroup | None = None
@@ -90,7 +92,20 @@ class Runner:
             self.inboxes[p.id] = inbox
             task = self._group.create_task(consumer.run(), name=f"consumer-{p.number}")
             self.consumers[p.number] = (consumer, task)
+        self._size_inboxes()
         self.fetcher.look_again()
+
+    def _size_inboxes(self) -> None:
+        """Give each inbox its share of what one executor owning every partition would
+        buffer: ``prefetch_count`` times the stream's partitions over the partitions
+        owned. So a worker that owns a few partitions still brings many events per read
+        and per acknowledgement (a round trip and a fenced check each), and the executor's
+        buffers never hold more than a sole owner's would."""
+        if not self.inboxes:
+            return
+        size = self.prefetch * max(1, self.partitions // len(self.inboxes))
+        for inbox in self.inboxes.values():
+            inbox.capacity = max(size, inbox.least)
 
     async def restart(self, numbers: list[int]) -> None:
         """Start the (stopped) consumers of these partitions again: they read the
@@ -106,6 +121,9 @@ class Runner:
         for consumer, _ in stopping:
             consumer.stop()
             self.inboxes.pop(consumer.partition.id, None)
+        if stopping and not self._quiet:
+            self._size_inboxes()
+            self.fetcher.look_again()
         tasks = [task for _, task in stopping]
         if not tasks:
             return

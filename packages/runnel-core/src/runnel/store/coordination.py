@@ -159,6 +159,21 @@ class Coordination(abc.ABC):
     ) -> list[PartitionId]:
         """Acknowledge on partitions we hold; return those we no longer hold (not acked)."""
 
+    async def read_and_ack(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        ids: Mapping[PartitionId, Sequence[bytes]],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """:meth:`ack` ``ids``, then :meth:`read`: the read, and the partitions whose ids
+        were not acknowledged (lost). A store that can fences both with one check, in one
+        exchange."""
+        lost = await self.ack(owner, ids) if ids else []
+        result = await self.read(owner, consumer, positions, count) if positions else ReadResult()
+        return result, lost
+
     async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         """Apply each partition's :class:`~runnel.store.state.Commit` (its acknowledgements,
         its table writes and its outputs together, all or none) on the partitions we

@@ -8,8 +8,9 @@ local n = #KEYS / 2
 local held = {}
 local args = {'XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4], 'STREAMS'}
 local ids = {}
+local holders = redis.call('MGET', unpack(KEYS, 1, n))
 for i = 1, n do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
+  if holders[i] == ARGV[1] then
     held[i] = 1
     args[#args + 1] = KEYS[n + i]
     ids[#ids + 1] = ARGV[4 + i]
