@@ -131,6 +131,37 @@ def test_sessions_that_need_no_worker(shop: Path, redis_url: str) -> None:
     play("runnel jobs info", 0, shop, redis_url)
 
 
+def test_a_worker_busy_on_two_long_jobs(shop: Path, redis_url: str) -> None:
+    """"With one worker (--concurrency 2) busy on two long jobs": two results of an
+    earlier worker's, two queued and one scheduled, as the page has them."""
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[1]")
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[2]")
+    earlier = WorkerProcess("shop.app:app", shop, env_with(redis_url))
+    try:
+        wait_for(lambda: "results           2" in info(shop, redis_url))
+    finally:
+        assert earlier.stop() == 0, earlier.output
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[3]", "--countdown", "600")
+    for n in (4, 5, 6, 7):
+        (shop / f"hold-{n}").touch()
+        run(shop, redis_url, "jobs", "send", "shop.app:resize", f"[{n}]")
+    worker = WorkerProcess("shop.app:app", shop, env_with(redis_url), "--concurrency", "2")
+    try:
+        [(env, args, shown)] = steps(session(("cli.md", "runnel jobs info", 1)).body)
+        # The executor's figures are as of its last heartbeat: wait for the one that
+        # counts both jobs running.
+        wait_for(lambda: placeheld(info(shop, redis_url)) == placeheld(shown), timeout=60)
+        play("runnel jobs info", 1, shop, redis_url)
+    finally:
+        for n in (4, 5, 6, 7):
+            (shop / f"hold-{n}").unlink()
+        assert worker.stop() == 0, worker.output
+
+
+def info(cwd: Path, redis_url: str) -> str:
+    return run(cwd, redis_url, "jobs", "info", "shop.app:app")
+
+
 def test_sessions_with_a_worker_in_the_order_of_the_page(shop: Path, redis_url: str) -> None:
     worker = WorkerProcess("shop.app:app", shop, env_with(redis_url))
     try:
