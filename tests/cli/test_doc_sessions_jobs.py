@@ -147,7 +147,7 @@ def test_a_worker_busy_on_two_long_jobs(shop: Path, redis_url: str) -> None:
         run(shop, redis_url, "jobs", "send", "shop.app:resize", f"[{n}]")
     worker = WorkerProcess("shop.app:app", shop, env_with(redis_url), "--concurrency", "2")
     try:
-        [(env, args, shown)] = steps(session(("cli.md", "runnel jobs info", 1)).body)
+        [(_, _, shown)] = steps(session(("cli.md", "runnel jobs info", 1)).body)
         # The executor's figures are as of its last heartbeat: wait for the one that
         # counts both jobs running.
         wait_for(lambda: placeheld(info(shop, redis_url)) == placeheld(shown), timeout=60)
