@@ -132,7 +132,7 @@ def test_sessions_that_need_no_worker(shop: Path, redis_url: str) -> None:
 
 
 def test_a_worker_busy_on_two_long_jobs(shop: Path, redis_url: str) -> None:
-    """"With one worker (--concurrency 2) busy on two long jobs": two results of an
+    """ "With one worker (--concurrency 2) busy on two long jobs": two results of an
     earlier worker's, two queued and one scheduled, as the page has them."""
     run(shop, redis_url, "jobs", "send", "shop.app:resize", "[1]")
     run(shop, redis_url, "jobs", "send", "shop.app:resize", "[2]")
