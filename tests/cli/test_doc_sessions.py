@@ -8,8 +8,8 @@ Every session is accounted for, so that a new one is run by default or fails her
 - illustrative only, marked in the Markdown with ``<!-- test: illustrative -->`` on the
   line before the block (a log excerpt with pids and kills, output of a machine that is
   not this one), and listed in ``ILLUSTRATIVE``;
-- or listed in ``NOT_RUN_YET``: sessions that need an app or a situation no test sets up
-  yet (a named Redis host, a dashboard, Spark); each is checked against ``--help`` by
+- or listed in ``NOT_RUN_YET``, each with why no test plays it (a situation only the
+  clock or chance reproduces); each is checked against ``--help`` by
   tests/cli/test_cli_synopsis.py meanwhile.
 
 Sessions are found by page and heading, so editing a page elsewhere moves nothing.
