@@ -1,12 +1,20 @@
 """``python -m benchmarks startup [--rounds N]``: how soon the command line answers.
 
-Two figures, each the median (and the fastest) of N runs of a fresh process:
+Each figure is the median (and the fastest) of N runs of a fresh process:
 
 - ``runnel --help``: the whole process, from its start to its exit.
 - a worker's first event: from starting ``runnel worker`` to its processor printing the
   first event, which was sent before the start (a private redis-server, one stream of one
-  partition, ``RUNNEL_DEFAULT_JOIN_DELAY=0`` so that the figure is the process's own
-  start-up, not the join delay a deployment chooses).
+  partition, the only worker of its app). With ``RUNNEL_DEFAULT_JOIN_DELAY=0``, the
+  process's own start-up; then with the default ``join_delay`` (2 s), which a worker
+  alone does not wait.
+- the first again with no bytecode cache: every module compiled from its source at the
+  start, as on a machine where ``PYTHONDONTWRITEBYTECODE`` is set and nothing was
+  compiled before (this checkout's editable install is not compiled on install).
+
+The others run with Python's bytecode caching on, in a cache of their own
+(``PYTHONPYCACHEPREFIX``, filled by a first run that is not counted), as an installed
+Runnel runs: pip compiles what it installs.
 
 Each also as CPU time (user + system, of the process to its exit; the worker is stopped
 at its first event), which other work on a shared machine skews far less than the wall
@@ -25,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from benchmarks.common import server
@@ -59,7 +68,7 @@ Runs = tuple[list[float], list[float]]
 def summary(name: str, runs: Runs) -> str:
     wall, cpu = (sorted(x * 1000 for x in values) for values in runs)
     return (
-        f"{name:<28} wall median {statistics.median(wall):6.0f} ms  fastest {wall[0]:6.0f} ms"
+        f"{name:<30} wall median {statistics.median(wall):6.0f} ms  fastest {wall[0]:6.0f} ms"
         f"   CPU median {statistics.median(cpu):6.0f} ms  least {cpu[0]:6.0f} ms"
     )
 
@@ -69,29 +78,43 @@ def children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def help_runs(rounds: int) -> Runs:
+def python_env(cache: Path, write: bool = True) -> dict[str, str]:
+    """The environment of a run: bytecode cached in ``cache``; or, not ``write``, never
+    cached (``cache`` is then a directory that stays empty)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if not write:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    return env
+
+
+def help_runs(rounds: int, env: dict[str, str]) -> Runs:
     wall, cpu = [], []
+    subprocess.run([*RUNNEL, "--help"], env=env, capture_output=True, check=True)  # warm-up
     for _ in range(rounds):
         started, before = time.perf_counter(), children_cpu()
-        subprocess.run([*RUNNEL, "--help"], capture_output=True, check=True)
+        subprocess.run([*RUNNEL, "--help"], env=env, capture_output=True, check=True)
         wall.append(time.perf_counter() - started)
         cpu.append(children_cpu() - before)
     return wall, cpu
 
 
-def worker_runs(url: str, rounds: int) -> Runs:
+def worker_runs(url: str, rounds: int, base: dict[str, str], join_delay: str | None) -> Runs:
+    """``rounds`` timed runs after one untimed (which fills the bytecode cache, if any)."""
     directory = Path(tempfile.mkdtemp(prefix="runnel-startup-"))
     (directory / "startupapp.py").write_text(APP)
     wall, cpu = [], []
     try:
-        for n in range(rounds):
+        for n in range(rounds + 1):
             env = {
-                **os.environ,
+                **base,
                 "RUNNEL_REDIS_URL": url,
-                "RUNNEL_DEFAULT_JOIN_DELAY": "0",
-                "STARTUP_APP": f"startup{n}",
+                "STARTUP_APP": f"startup{uuid.uuid4().hex[:8]}",  # alone in its app
                 "PYTHONUNBUFFERED": "1",
             }
+            env.pop("RUNNEL_DEFAULT_JOIN_DELAY", None)
+            if join_delay is not None:
+                env["RUNNEL_DEFAULT_JOIN_DELAY"] = join_delay
             sent = [*RUNNEL, "send", "startupapp:pings", '{"key": "k"}']
             subprocess.run(sent, cwd=directory, env=env, capture_output=True, check=True)
             started, before = time.perf_counter(), children_cpu()
@@ -106,20 +129,32 @@ def worker_runs(url: str, rounds: int) -> Runs:
             assert worker.stdout is not None
             for line in worker.stdout:
                 if line.startswith("first event"):
-                    wall.append(time.perf_counter() - started)
+                    took = time.perf_counter() - started
                     break
             worker.send_signal(signal.SIGTERM)
             worker.wait(60)
-            cpu.append(children_cpu() - before)
+            if n:  # the first run is the warm-up
+                wall.append(took)
+                cpu.append(children_cpu() - before)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return wall, cpu
 
 
 def run(rounds: int = 10) -> None:
-    print(summary("runnel --help", help_runs(rounds)), flush=True)
-    with server() as url:
-        print(summary("worker start to first event", worker_runs(url, rounds)), flush=True)
+    cache = Path(tempfile.mkdtemp(prefix="runnel-startup-pycache-"))
+    cached = python_env(cache)
+    try:
+        print(summary("runnel --help", help_runs(rounds, cached)), flush=True)
+        with server() as url:
+            for name, env, delay in (
+                ("worker, join_delay 0", cached, "0"),
+                ("worker, default join_delay", cached, None),
+                ("worker, join_delay 0, no pyc", python_env(cache / "none", False), "0"),
+            ):
+                print(summary(name, worker_runs(url, rounds, env, delay)), flush=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     print("load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 

@@ -154,3 +154,13 @@ def test_a_command_of_a_plugin_not_installed_says_what_to_install(
         f"installed: install runnel[{command}] (from a checkout: pip install -e "
         f"{also}packages/runnel-{command})"
     )
+
+
+def test_the_session_of_cli_md_without_the_avro_plugin(core_only: Path, tmp_path: Path) -> None:
+    """docs/cli.md, "Commands from plugins", as printed where runnel-avro is not installed."""
+    from tests.cli.test_doc_sessions import session, steps
+
+    [(env, args, shown)] = steps(session(("cli.md", "Commands from plugins", 0)).body)
+    (tmp_path / "shop.py").write_text(APP.format(url="", serializer="json"))
+    done = runnel(core_only, *args, cwd=tmp_path, **env)
+    assert one_error_line(done) + "\n" == shown

@@ -20,6 +20,7 @@ from runnel import App, Record, Stream
 from runnel.exceptions import Unavailable
 from runnel.processing.executor import Executor
 from runnel.runtime.worker import Worker
+from runnel.store.coordination import Member
 from runnel_redis.transport import RedisTransport
 from tests.support.apps import Running, eventually, keys_by_partition, make_app
 from tests.support.coordination_keys import (
@@ -427,3 +428,41 @@ async def test_stop_while_joining_waits_for_no_admin_lock(
     assert redis_client.get(admin) == b"someone"
     assert membership(redis_client, app_name) == {}
     assert not e.runner.owned
+
+
+# Joining: join_delay is waited only when another executor is alive.
+
+
+async def test_a_worker_alone_joins_without_waiting_join_delay(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    seen: Seen = []
+    # An hour's delay: had it been waited, the partitions would never be owned here.
+    app, _ = declare(app_name, redis_url, "a", seen, default_join_delay=3600)
+    async with Running(app) as running:
+        e = executor(running)
+        await running.until(lambda: e.runner.owned == set(range(COUNT)), "alone, owns all")
+        assert list(membership(redis_client, app_name)) == [e.id]
+        assert await running.stop() == 0
+
+
+async def test_join_delay_is_waited_only_beside_a_live_executor(
+    redis_url: str, app_name: str, redis_client: redis.Redis, transport: RedisTransport
+) -> None:
+    seen: Seen = []
+    first, _ = declare(app_name, redis_url, "a", seen)
+    second, _ = declare(app_name, redis_url, "b", seen, default_join_delay=3600)
+    waiting = Worker(second).executors[0]  # not run: asked only whether it would wait
+    assert await waiting._others_alive() is False  # nobody there
+    async with Running(first) as running:
+        e = executor(running)
+        await running.until(lambda: e.runner.owned == set(range(COUNT)), "first owns all")
+        assert await waiting._others_alive() is True
+        assert await running.stop() == 0
+    assert await waiting._others_alive() is False  # it left
+    # A member left behind by a crash (its heartbeat expired) is nobody either.
+    left = coordination(transport, app_name)
+    crashed = Member(partitions=list(range(COUNT)), host="gone", pid=1, worker="gone:1:000000")
+    await left.change_members(lambda members: {**members, "crashed": crashed}, "join", "crashed")
+    assert list(membership(redis_client, app_name)) == ["crashed"]
+    assert await waiting._others_alive() is False

@@ -69,3 +69,66 @@ def test_an_app_with_a_cron_job_still_checks_its_schedule():
         @app.job(cron="not a cron")
         async def tick() -> None:
             return None
+
+
+_STREAMS_CHILD = """
+import json, sys
+from runnel import App, Record
+from runnel.runtime.worker import Worker
+
+app = App(name="streams", redis_url="redis://127.0.0.1:1/0")
+
+
+class Ping(Record):
+    key: str
+
+
+pings = app.stream("pings", record=Ping, partition_by="key")
+
+
+@app.processor(pings)
+async def first(events):
+    pass
+
+
+Worker(app)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+JOB_RUNNING = [
+    "runnel.jobs.executor",
+    "runnel.jobs.function",
+    "runnel.jobs.periodic",
+    "runnel.jobs.portal",
+    "runnel.jobs.result",
+    "runnel.jobs.signature",
+    "runnel.jobs.workflow",
+]
+"""What declares, enqueues and runs jobs (the Redis store's job role, imported with its
+transport, still brings the job records' model and codec)."""
+
+
+def test_a_worker_of_streams_alone_imports_nothing_that_runs_jobs() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RUNNEL_")}
+    out = subprocess.run(
+        [sys.executable, "-c", _STREAMS_CHILD],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    imported = set(json.loads(out.stdout))
+    assert "runnel.processing.executor" in imported  # the worker was built
+    assert [m for m in JOB_RUNNING if m in imported] == []
+
+
+def test_the_jobs_package_still_gives_every_name() -> None:
+    import runnel.jobs
+
+    for name in runnel.jobs.__all__:
+        assert getattr(runnel.jobs, name) is not None, name
+    import runnel.store
+
+    for name in runnel.store.__all__:
+        assert getattr(runnel.store, name) is not None, name

@@ -18,15 +18,8 @@ from runnel.codecs.resolve import resolve_serializer
 from runnel.exceptions import Misconfigured
 from runnel.hashing import resolve_hasher
 from runnel.interfaces import Middleware, Serializer
-from runnel.jobs.batching import EnqueueBatches
 from runnel.jobs.clock import Clock, SystemClock
-from runnel.jobs.function import AsyncJob, JobFunction, SyncJob, make_job
-from runnel.jobs.limits import parse_limits
-from runnel.jobs.model import InvalidArguments
-from runnel.jobs.periodic import Cron
-from runnel.jobs.portal import Portal
 from runnel.jobs.queues import DEFAULT_QUEUE, QueueSelection, check_queue_name, declared_queues
-from runnel.jobs.result import JobResult
 from runnel.plugins.manager import load_plugin
 from runnel.processor import Processor, Processors, option_settings
 from runnel.record import Record
@@ -38,6 +31,13 @@ from runnel.tables import Table, TableBase
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
+    # The job queue's modules are imported where a job is declared or used: an app of
+    # streams only never needs them, and they take a good part of a worker's start.
+    from runnel.jobs.batching import EnqueueBatches
+    from runnel.jobs.function import AsyncJob, JobFunction, SyncJob
+    from runnel.jobs.periodic import Cron
+    from runnel.jobs.portal import Portal
+    from runnel.jobs.result import JobResult
     from runnel.jobs.workflow import JobSignature, WorkflowResult
     from runnel.processing.events import Events
     from runnel.store.jobs import JobStore
@@ -90,6 +90,8 @@ def _schedule(job: str, cron: Any, timezone: Any, missed: Any) -> Cron | None:
         if timezone is not None or missed is not None:
             raise Misconfigured(f"job {job!r}: timezone= and missed= need cron=")
         return None
+    from runnel.jobs.periodic import Cron
+
     try:
         return Cron.declare(cron, timezone, missed)
     except ValueError as exc:
@@ -190,6 +192,8 @@ class App:
         """Enqueues jobs for this event loop, coalescing concurrent ``delay()`` calls."""
         here = self._here()
         if here.enqueuer is None:
+            from runnel.jobs.batching import EnqueueBatches
+
             here.enqueuer = EnqueueBatches(self.job_store)
         return here.enqueuer
 
@@ -218,6 +222,8 @@ class App:
     def portal(self) -> Portal:
         """The event loop synchronous job calls (``delay_sync``, ``.sync()``) run in."""
         if self._portal is None:
+            from runnel.jobs.portal import Portal
+
             self._portal = Portal(self.name)
         return self._portal
 
@@ -420,6 +426,10 @@ class App:
             raise Misconfigured(f"job queue: {exc}") from None
 
         def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:
+            from runnel.jobs.function import make_job
+            from runnel.jobs.limits import parse_limits
+            from runnel.jobs.model import InvalidArguments
+
             job_name = name or getattr(f, "__name__", "")
             if not job_name or any(c in job_name for c in " :{}"):
                 raise Misconfigured(
@@ -467,6 +477,8 @@ class App:
 
     def job_result(self, job_id: str) -> JobResult[Any]:
         """The handle of any job of this app, by id (its result is not typed)."""
+        from runnel.jobs.result import JobResult
+
         return JobResult(self, job_id)
 
     def signature(self, name: str, *args: Any, **kwargs: Any) -> JobSignature:

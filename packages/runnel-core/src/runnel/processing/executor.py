@@ -3,7 +3,8 @@
 Read top to bottom, :meth:`Executor.run` is the whole life of an executor:
 
     set up consumer groups
-    wait join_delay, then join      (add ourselves to the membership, announce "join")
+    wait join_delay if others are alive, then join
+                                    (add ourselves to the membership, announce "join")
     until stopped, concurrently:
         rebalance   whenever told   (revoke what is no longer ours, lock and start what is)
         heartbeat   every ttl/3     (refresh our beat, extend our locks, notice lost ones)
@@ -223,7 +224,8 @@ class Executor:
         keys = [p.id for p in self.processor.stream.partitions]
         if not await self._until_stopped(self._setup(keys)) or self._stop.is_set():
             return
-        await self._until_stopped(asyncio.sleep(self.processor.join_delay))
+        if await self._others_alive():
+            await self._until_stopped(asyncio.sleep(self.processor.join_delay))
         async with asyncio.TaskGroup() as tg:
             running = tg.create_task(self.runner.run(), name="runner")
             acknowledging = tg.create_task(self.acknowledger.run(), name="acknowledger")
@@ -284,6 +286,21 @@ class Executor:
             if moved:
                 name = log_.partition_key(key)
                 log.info("%s: %d unacknowledged events will be redelivered first", name, moved)
+
+    async def _others_alive(self) -> bool:
+        """Whether another executor of this processor is alive, so that joining waits
+        ``join_delay``: the delay is there for the others (a worker failing at start moves
+        none of their partitions), so an executor alone joins at once. Two that start
+        alone together both join at once, as two joining after the delay would: the admin
+        lock orders their changes and a partition's lock has one holder at a time."""
+        if not self.processor.join_delay:
+            return False
+        try:
+            members = list(await self.coordination.members())
+            return bool(members) and bool(await self.coordination.alive(members))
+        except TransportError as exc:
+            reraise_if_cancelled(exc)
+            return True  # cannot tell: wait as before (joining retries until it can)
 
     async def _join(self) -> None:
         count = self.processor.stream.partition_count

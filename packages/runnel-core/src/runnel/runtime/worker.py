@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel import context
 from runnel.exceptions import Misconfigured, TransportError
-from runnel.jobs.executor import JobExecutor, JobSettings
-from runnel.jobs.periodic import CronScheduler
 from runnel.jobs.queues import QueueSelection, choose
 from runnel.metrics.stats import WorkerStats
 from runnel.metrics.switch import wanted
@@ -35,7 +33,9 @@ from runnel.urls import redact
 
 if TYPE_CHECKING:
     from runnel.background import BackgroundTask
+    from runnel.jobs.executor import JobExecutor
     from runnel.jobs.function import JobFunction
+    from runnel.jobs.periodic import CronScheduler
     from runnel.metrics.runtime import WorkerMetrics
     from runnel.processor import Processor, Processors
     from runnel.store.coordination import Leadership
@@ -90,6 +90,9 @@ class Worker:
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.job_executor: JobExecutor | None = None
         if jobs and app.jobs:
+            # Imported only for an app with jobs: a worker of streams alone starts sooner.
+            from runnel.jobs.executor import JobExecutor, JobSettings
+
             s = app.settings
             settings = JobSettings(
                 concurrency=concurrency or s.job_concurrency,
@@ -118,6 +121,8 @@ class Worker:
         """Enqueues the periodic jobs' ticks, beside the job executor (none lead: each
         worker that runs one races the others for each tick)."""
         if self.job_executor is not None and any(j.periodic for j in app.jobs.values()):
+            from runnel.jobs.periodic import CronScheduler
+
             self.periodic = CronScheduler(
                 app.jobs.values(),
                 app.job_store,

@@ -6,31 +6,85 @@
 :mod:`runnel.store.errors`. ``tests/contract`` is the suite every store must pass.
 """
 
-from runnel.store.backend import Backend, admin_of
-from runnel.store.coordination import (
-    Coordination,
-    Leadership,
-    Member,
-    Members,
-    Quarantine,
-    ReadResult,
-)
-from runnel.store.jobs import JobStore
-from runnel.store.log import (
-    NEW,
-    PENDING,
-    Entry,
-    Fields,
-    Log,
-    LogAdmin,
-    PartitionId,
-    Position,
-    trim_slack,
-)
-from runnel.store.resolve import backend_for
-from runnel.store.schemas import Check, SchemaStore
-from runnel.store.state import Commit, Output, Sends, TableStore, Writes
-from runnel.store.synclog import Entries, Extent, SyncLog
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "admin_of": "runnel.store.backend",
+    "Backend": "runnel.store.backend",
+    "backend_for": "runnel.store.resolve",
+    "Check": "runnel.store.schemas",
+    "Commit": "runnel.store.state",
+    "Coordination": "runnel.store.coordination",
+    "Entries": "runnel.store.synclog",
+    "Entry": "runnel.store.log",
+    "Extent": "runnel.store.synclog",
+    "Fields": "runnel.store.log",
+    "JobStore": "runnel.store.jobs",
+    "Leadership": "runnel.store.coordination",
+    "Log": "runnel.store.log",
+    "LogAdmin": "runnel.store.log",
+    "Member": "runnel.store.coordination",
+    "Members": "runnel.store.coordination",
+    "NEW": "runnel.store.log",
+    "Output": "runnel.store.state",
+    "PartitionId": "runnel.store.log",
+    "PENDING": "runnel.store.log",
+    "Position": "runnel.store.log",
+    "Quarantine": "runnel.store.coordination",
+    "ReadResult": "runnel.store.coordination",
+    "SchemaStore": "runnel.store.schemas",
+    "Sends": "runnel.store.state",
+    "SyncLog": "runnel.store.synclog",
+    "TableStore": "runnel.store.state",
+    "trim_slack": "runnel.store.log",
+    "Writes": "runnel.store.state",
+}
+"""Where each name lives: imported on first use (PEP 562), so that a worker of streams
+alone does not import the job store's role (and with it the job queue's model)."""
+
+if TYPE_CHECKING:
+    from runnel.store.backend import Backend, admin_of
+    from runnel.store.coordination import (
+        Coordination,
+        Leadership,
+        Member,
+        Members,
+        Quarantine,
+        ReadResult,
+    )
+    from runnel.store.jobs import JobStore
+    from runnel.store.log import (
+        NEW,
+        PENDING,
+        Entry,
+        Fields,
+        Log,
+        LogAdmin,
+        PartitionId,
+        Position,
+        trim_slack,
+    )
+    from runnel.store.resolve import backend_for
+    from runnel.store.schemas import Check, SchemaStore
+    from runnel.store.state import Commit, Output, Sends, TableStore, Writes
+    from runnel.store.synclog import Entries, Extent, SyncLog
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'runnel.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     "NEW",

@@ -1,0 +1,189 @@
+"""The ``runnel jobs`` sessions of docs/cli.md, played through the real command line against
+a real redis-server and a real ``runnel worker``, on a ``shop/app.py`` with the jobs the
+docs use (charge, report, resize). What each step prints must be what the page shows, with
+what changes from run to run (job ids, times, executor ids and pids) as placeholders.
+
+The state a session starts from (jobs queued before it, one held running) is set up here
+with the same commands; tests/cli/test_doc_sessions.py lists these sessions as run here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_doc_sessions import normalised, session, steps
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+
+SHOP = """
+import asyncio
+from pathlib import Path
+
+from runnel import App
+from runnel.jobs import report_progress
+
+# Short retry delays, so that a failing job is dead within a second.
+app = App(name="shop", job_backoff_base=0.05, job_backoff_cap=0.2, job_heartbeat_timeout=3)
+
+
+@app.job(retries=3)
+async def resize(image_id: int, width: int = 100) -> str:
+    await report_progress(0.0, "loading")
+    await report_progress(0.4, "resizing")
+    while Path(f"hold-{image_id}").exists():  # the test keeps this image's job running
+        await asyncio.sleep(0.05)
+    await report_progress(0.9, "saving")
+    return f"images/{image_id}-{width}.png"
+
+
+@app.job(retries=2)
+async def charge(order_id: int, amount: float) -> dict:
+    if amount < 0:
+        raise ValueError(f"cannot charge {amount}")
+    return {"order": order_id, "amount": amount}
+
+
+@app.job
+async def report(day: str) -> None:
+    pass
+"""
+
+PLACEHOLDERS = [
+    (r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", "TIME"),
+    (r"\b[0-9a-f]{32}\b", "JOB_ID"),
+    (r"\b[\w.-]+:\d+:[0-9a-f]{8}\s+[\w.-]+ pid \d+", "EXECUTOR HOST pid PID"),
+    (r"\b[\w.-]+:\d+:[0-9a-f]{8}\b", "EXECUTOR"),
+    (r"\bin \d+\.\ds\)", "in N.Ns)"),
+]
+"""What differs from run to run, beyond normalised()'s entry ids and clock times."""
+
+
+def placeheld(text: str) -> str:
+    for pattern, placeholder in PLACEHOLDERS:
+        text = re.sub(pattern, placeholder, text)
+    return normalised(text)
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "__init__.py").write_text("")
+    (tmp_path / "shop" / "app.py").write_text(SHOP)
+    return tmp_path
+
+
+def run(cwd: Path, redis_url: str, *args: str, **env: str) -> str:
+    done = cli(*args, cwd=cwd, env=env_with(redis_url, **env))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def play(
+    heading: str,
+    index: int,
+    cwd: Path,
+    redis_url: str,
+    after: dict[int, Callable[[], object]] | None = None,
+) -> None:
+    """Run each step of the session; ``after[i]`` is called once step ``i`` has run. A
+    shown ``[y/N]: n`` is a prompt answered with ``n`` (typed, so not in the output)."""
+    for i, (env, args, shown) in enumerate(steps(session(("cli.md", heading, index)).body)):
+        answer = None
+        prompt = re.search(r"\[y/N\]: (\w)\n", shown)
+        if prompt:
+            answer = prompt.group(1)
+            shown = shown.replace(prompt.group(0), "[y/N]: ", 1)
+        done = cli(*args, cwd=cwd, env=env_with(redis_url, **env), input=answer and answer + "\n")
+        printed = done.stdout + done.stderr
+        assert "Traceback" not in done.stderr or "Traceback" in shown, done.stderr
+        assert placeheld(printed) == placeheld(shown), (args, printed)
+        failed = "\nError: " in "\n" + printed or printed.endswith("Aborted!\n")
+        assert (done.returncode != 0) == failed, (args, done.returncode)
+        if after and i in after:
+            after[i]()
+
+
+def status(cwd: Path, redis_url: str, job_id: str) -> dict[str, object]:
+    shown = run(cwd, redis_url, "jobs", "show", "shop.app:app", job_id, "--json")
+    found: dict[str, object] = json.loads(shown)
+    return found
+
+
+def dead(cwd: Path, redis_url: str) -> list[dict[str, str]]:
+    found: list[dict[str, str]] = json.loads(
+        run(cwd, redis_url, "jobs", "dead", "list", "shop.app:app", "--json")
+    )
+    return found
+
+
+def test_sessions_that_need_no_worker(shop: Path, redis_url: str) -> None:
+    play("runnel jobs send", 1, shop, redis_url)  # mistakes: nothing enqueued
+    play("runnel jobs show", 2, shop, redis_url)
+    play("runnel jobs dead purge", 1, shop, redis_url)  # Redis unreachable
+    # "Before any worker ran, with two jobs queued and one enqueued with --countdown 600":
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[1]")
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[2]")
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[3]", "--countdown", "600")
+    play("runnel jobs info", 0, shop, redis_url)
+
+
+def test_a_worker_busy_on_two_long_jobs(shop: Path, redis_url: str) -> None:
+    """ "With one worker (--concurrency 2) busy on two long jobs": two results of an
+    earlier worker's, two queued and one scheduled, as the page has them."""
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[1]")
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[2]")
+    earlier = WorkerProcess("shop.app:app", shop, env_with(redis_url))
+    try:
+        wait_for(lambda: "results           2" in info(shop, redis_url))
+    finally:
+        assert earlier.stop() == 0, earlier.output
+    run(shop, redis_url, "jobs", "send", "shop.app:resize", "[3]", "--countdown", "600")
+    for n in (4, 5, 6, 7):
+        (shop / f"hold-{n}").touch()
+        run(shop, redis_url, "jobs", "send", "shop.app:resize", f"[{n}]")
+    worker = WorkerProcess("shop.app:app", shop, env_with(redis_url), "--concurrency", "2")
+    try:
+        [(_, _, shown)] = steps(session(("cli.md", "runnel jobs info", 1)).body)
+        # The executor's figures are as of its last heartbeat: wait for the one that
+        # counts both jobs running.
+        wait_for(lambda: placeheld(info(shop, redis_url)) == placeheld(shown), timeout=60)
+        play("runnel jobs info", 1, shop, redis_url)
+    finally:
+        for n in (4, 5, 6, 7):
+            (shop / f"hold-{n}").unlink()
+        assert worker.stop() == 0, worker.output
+
+
+def info(cwd: Path, redis_url: str) -> str:
+    return run(cwd, redis_url, "jobs", "info", "shop.app:app")
+
+
+def test_sessions_with_a_worker_in_the_order_of_the_page(shop: Path, redis_url: str) -> None:
+    worker = WorkerProcess("shop.app:app", shop, env_with(redis_url))
+    try:
+
+        def died(count: int) -> Callable[[], object]:
+            return lambda: wait_for(lambda: len(dead(shop, redis_url)) == count)
+
+        # charge-41 dies before the next charge is sent, so the dead list's order is the
+        # page's (oldest death first).
+        play("runnel jobs send", 0, shop, redis_url, after={1: died(1)})
+        play("runnel jobs dead list", 0, shop, redis_url)
+        play("runnel jobs dead replay", 0, shop, redis_url, after={0: died(2)})
+        play("runnel jobs dead purge", 0, shop, redis_url)
+
+        # resize-7 held running at 40 %, resize-8 due in ten minutes.
+        (shop / "hold-7").touch()
+        run(shop, redis_url, "jobs", "send", "shop.app:resize", "[7]", "--job-id", "resize-7")
+        wait_for(lambda: (status(shop, redis_url, "resize-7").get("progress") or {}) != {})
+        play("runnel jobs show", 1, shop, redis_url)
+        eight = ["[8]", "--job-id", "resize-8", "--countdown", "600"]
+        run(shop, redis_url, "jobs", "send", "shop.app:resize", *eight)
+        play("runnel jobs cancel", 0, shop, redis_url)
+        play("runnel jobs cancel", 1, shop, redis_url)
+    finally:
+        assert worker.stop() == 0, worker.output
