@@ -264,7 +264,12 @@ def test_every_stream_action_clicked_from_the_page(
     ]
     assert {(x["who"], x["client"]) for x in lines} == {("local", "127.0.0.1")}
     assert lines[0]["target"] == {"stream": "pings", "partition": 0, "ids": [first]}
-    assert lines[2]["target"] == {"processor": "q", "stream": "pokes", "partition": 0}
+    assert lines[2]["target"] == {
+        "processor": "q",
+        "stream": "pokes",
+        "partition": 0,
+        "id": poison_zero.decode(),
+    }
 
 
 def test_a_skip_confirmed_after_the_partition_stopped_elsewhere_skips_nothing(
