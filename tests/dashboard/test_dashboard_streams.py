@@ -192,7 +192,7 @@ def test_dead_letters_quarantines_and_lost_events_are_shown(
             assert since == _iso(why.since) + "Z"
             args = {"processor": "guard", "stream": "pings", "partition": where.number}
             assert [(b["action"], b["args"]) for b in row["buttons"]] == [
-                ("partition-skip", args),
+                ("partition-skip", {**args, "id": poison.decode()}),
                 ("partition-resume", args),
             ]
 

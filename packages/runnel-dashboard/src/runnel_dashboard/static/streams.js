@@ -115,6 +115,9 @@
     for (const p of body.processors) {
       for (const q of p.quarantined) {
         const args = { processor: p.processor, stream: p.stream, partition: q.partition };
+        // The skip names the event its confirmation names, so that a page gone stale
+        // (the partition since stopped on another event) skips nothing else.
+        const skipArgs = q.failing_id ? { ...args, id: q.failing_id } : args;
         const where = `partition ${q.partition} of ${p.processor}`;
         rows.push(
           el(
@@ -130,7 +133,7 @@
               ? el(
                   "td",
                   {},
-                  button("partition-skip", args, `Acknowledge the failing event ${q.failing_id || ""} of ${where} without processing it, and resume?`, "skip event", "purge"),
+                  button("partition-skip", skipArgs, `Acknowledge the failing event ${q.failing_id || ""} of ${where} without processing it, and resume?`, "skip event", "purge"),
                   " ",
                   button("partition-resume", args, `Resume ${where}, trying the failing event again?`, "resume", "replay"),
                 )
