@@ -151,11 +151,14 @@ def test_every_table_metric_as_prometheus_scrapes_it(
         assert server.query('runnel_table_watermark_seconds{table="counts"}') == []
 
         # The PromQL examples of docs/operations.md about tables.
+        # increase() needs two samples of a series in its range: wait for the next scrape.
         late_expr, behind_expr = documented_queries()
-        assert {(x["app"], x["table"]) for x, _ in server.query(late_expr)} == {
-            (app_name, "counts"),
-            (app_name, "per_minute"),
-        }
+        tables = {(app_name, "counts"), (app_name, "per_minute")}
+        wait_for(
+            lambda: {(x["app"], x["table"]) for x, _ in server.query(late_expr)} == tables,
+            HANG,
+            interval=0.5,
+        )
         behind = server.query(behind_expr)
         assert {x["partition"]: x["table"] for x, _ in behind} == dict.fromkeys(
             WATERMARKS, "per_minute"
