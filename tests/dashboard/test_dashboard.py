@@ -30,8 +30,8 @@ from runnel.jobs.model import JobStatus
 from runnel.runtime.worker import Worker
 from runnel.store.jobs import JobStore
 from runnel_dashboard.snapshot import hide_password
-from runnel_redis.embedded import start_server
 from tests.support.dashboard import Dashboard
+from tests.support.ports import start_redis
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "dashapp"
@@ -261,7 +261,7 @@ def test_bad_input_is_one_error_line(module: ModuleType, tmp_path: Path, redis_u
 def test_refused_credentials_fail_at_start_in_one_line(module: ModuleType, tmp_path: Path) -> None:
     """As every command: exit 1 and one Error: line, before any banner, password hidden.
     (A Redis that does not answer is different: the page reports it, see below.)"""
-    server = start_server(tmp_path / "locked", persist=False)
+    server = start_redis(tmp_path / "locked", persist=False)
     try:
         admin = redis.Redis(port=server.port)
         admin.config_set("requirepass", "admin-Pw-31c")
