@@ -25,11 +25,14 @@ TESTS = Path(__file__).parent
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under ``--dist loadgroup`` (the ``test`` script's default), the tests of one group run
-    one after the other on one xdist worker. ``spark``: one Spark JVM for the run, not one
-    per worker (tests/README.md, Parallel runs)."""
+    one after the other on one xdist worker (tests/README.md, Parallel runs). ``spark``: one
+    Spark JVM for the run, not one per worker. ``processes``: the suites that kill, freeze
+    and time worker processes sharing partitions, never two at once."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) or item.path.parent.name == "spark":
             item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.path.parent.name == "processes" or item.path.name == "test_processes_suite.py":
+            item.add_marker(pytest.mark.xdist_group("processes"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
