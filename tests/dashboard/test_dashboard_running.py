@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, on_page
 from tests.support.processes import WorkerProcess, env_with, wait_for
 
 APP = """
@@ -75,19 +75,21 @@ def test_running_jobs_show_their_progress_and_cancelled_jobs_are_counted(
         try:
             browser.get(dashboard.url)
             wait_for(lambda: rows(browser, "tr.running-job[data-id=running] .bar"), 60)
-            [row] = rows(browser, "tr.running-job")
-            job_id, name, _, tries, progress, message, executor = cells(row)
+            [row] = on_page(lambda: [cells(r) for r in rows(browser, "tr.running-job")])
+            job_id, name, _, tries, progress, message, executor = row
             assert (job_id, name, tries, progress) == ("running", "resize", "1", "37%")
             assert message == "resizing image 7"
             assert executor.split(":")[1] == str(worker.proc.pid)
-            [fill] = rows(browser, "tr.running-job .bar .fill")
-            assert fill.get_attribute("style") == "width: 37%;"
-            assert rows(browser, "[data-count=cancelled] b")[0].text == "1"
-            assert rows(browser, "[data-count=executing] b")[0].text == "1"
+            style = on_page(
+                lambda: rows(browser, "tr.running-job .bar .fill")[0].get_attribute("style")
+            )
+            assert style == "width: 37%;"
+            assert on_page(lambda: rows(browser, "[data-count=cancelled] b")[0].text) == "1"
+            assert on_page(lambda: rows(browser, "[data-count=executing] b")[0].text) == "1"
 
             (tmp_path / "gate").touch()
             wait_for(lambda: not rows(browser, "tr.running-job"), 60)
-            assert "no job running" in rows(browser, "#jobs")[0].text
+            assert "no job running" in on_page(lambda: rows(browser, "#jobs")[0].text)
         finally:
             dashboard.close()
         assert worker.stop() == 0

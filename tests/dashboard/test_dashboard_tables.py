@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tests.support.dashboard import Dashboard
-from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+from tests.support.dashboard import Dashboard, on_page
+from tests.support.processes import WorkerProcess, cli, env_with
 
 T0 = 1764000000
 INK, BAD = "rgba(29, 35, 48, 1)", "rgba(192, 54, 44, 1)"  # style.css: --ink, --bad
@@ -73,6 +73,12 @@ def partitions(driver: Any, table: str) -> list[list[str]]:
     return [cells(r) for r in rows(driver, f"tr.table-partition[data-table={table}]")]
 
 
+def screenshot(driver: Any, selector: str, path: Path) -> bool:
+    [section] = rows(driver, selector)
+    driver.execute_script("arguments[0].scrollIntoView()", section)
+    return bool(section.screenshot(str(path)))
+
+
 def test_the_tables_section_shows_windows_watermarks_and_late_events(
     tmp_path: Path, app_name: str, redis_url: str, browser: Any
 ) -> None:
@@ -92,23 +98,31 @@ def test_the_tables_section_shows_windows_watermarks_and_late_events(
                 ["2", "0", "-", "0"],
                 ["3", "1", str(T0 + 131), "1"],
             ]
-            wait_for(lambda: partitions(browser, "per_minute") == want, 60, interval=0.3)
-            assert rows(browser, "#tables-section")[0].is_displayed()
+            on_page(lambda: partitions(browser, "per_minute") == want, 60)
+            assert on_page(lambda: rows(browser, "#tables-section")[0].is_displayed())
 
-            [windowed] = rows(browser, ".state-table[data-name=per_minute]")
-            [heading] = rows(browser, ".state-table[data-name=per_minute] h3")
-            assert heading.text == "per_minute of stream sales, 3 keys"
-            [shape] = rows(browser, ".state-table[data-name=per_minute] p.windows")
-            assert shape.text == "tumbling windows (size 60, grace 10, expires 3600); late events 3"
-            [head] = rows(browser, ".state-table[data-name=per_minute] thead tr")
-            assert cells(head, "th") == ["partition", "keys", "watermark", "late events"]
-            late = {td.text: td.value_of_css_property("color") for td in rows(windowed, "td.late")}
+            windowed = ".state-table[data-name=per_minute]"
+            heading = on_page(lambda: rows(browser, f"{windowed} h3")[0].text)
+            assert heading == "per_minute of stream sales, 3 keys"
+            shape = on_page(lambda: rows(browser, f"{windowed} p.windows")[0].text)
+            assert shape == "tumbling windows (size 60, grace 10, expires 3600); late events 3"
+            head = on_page(lambda: cells(rows(browser, f"{windowed} thead tr")[0], "th"))
+            assert head == ["partition", "keys", "watermark", "late events"]
+            late = on_page(
+                lambda: {
+                    td.text: td.value_of_css_property("color")
+                    for td in rows(browser, f"{windowed} td.late")
+                }
+            )
             assert late == {"0": INK, "1": BAD, "2": BAD}  # red: partitions 1 and 3
 
             # The plain table: keys per partition only.
-            assert partitions(browser, "counts") == [["0", "1"], ["1", "1"], ["2", "0"], ["3", "1"]]
-            [head] = rows(browser, ".state-table[data-name=counts] thead tr")
-            assert cells(head, "th") == ["partition", "keys"]
+            counts = on_page(lambda: partitions(browser, "counts"))
+            assert counts == [["0", "1"], ["1", "1"], ["2", "0"], ["3", "1"]]
+            head = on_page(
+                lambda: cells(rows(browser, ".state-table[data-name=counts] thead tr")[0], "th")
+            )
+            assert head == ["partition", "keys"]
             assert rows(browser, ".state-table[data-name=counts] p.windows") == []
 
             # What the page shows is what `runnel table list` says.
@@ -118,10 +132,8 @@ def test_the_tables_section_shows_windows_watermarks_and_late_events(
                 (p["number"], p["keys"], p["watermark"], p["late"]) for p in report["partitions"]
             ] == [(0, 1, T0 + 42, 0), (1, 1, T0 + 200, 2), (2, 0, None, 0), (3, 1, T0 + 131, 1)]
 
-            section = rows(browser, "#tables-section")[0]
-            browser.execute_script("arguments[0].scrollIntoView()", section)
             shot = tmp_path / "tables.png"
-            assert section.screenshot(str(shot))
+            on_page(lambda: screenshot(browser, "#tables-section", shot))
             assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         finally:
             dashboard.close()

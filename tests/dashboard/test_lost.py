@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.dashboard.test_dashboard import cells, rows
-from tests.support.dashboard import Dashboard
-from tests.support.processes import env_with, wait_for
+from tests.support.dashboard import Dashboard, on_page
+from tests.support.processes import env_with
 
 SOURCE = """
 from runnel import App, Record
@@ -61,8 +61,10 @@ def test_a_partition_that_lost_events_says_how_many(
     dashboard = Dashboard("lossy:app", tmp_path, env_with(redis_url))
     try:
         browser.get(dashboard.url)
-        [row] = wait_for(lambda: rows(browser, "tr.partition[data-processor=late]"))
-        number, _owner, _state, lag, pending, lost, _failing = cells(row)
+        [row] = on_page(
+            lambda: [cells(r) for r in rows(browser, "tr.partition[data-processor=late]")]
+        )
+        number, _owner, _state, lag, pending, lost, _failing = row
         assert (number, lag, pending, lost) == ("0", "10", "0", "lost 40")
         assert rows(browser, "tr.partition td.lost")
     finally:

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from runnel_redis.layout import KeyLayout, layout_for
-from tests.support.metrics_scrape import free_port, scrape, total
+from tests.support.metrics_scrape import scrape, total
+from tests.support.ports import free_port
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 from tests.support.worker_cluster import client_for
 

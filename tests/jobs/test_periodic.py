@@ -21,7 +21,8 @@ from runnel.exceptions import Misconfigured
 from runnel.jobs import ManualClock, current_job
 from runnel.jobs.periodic import Cron, settle, tick_id
 from runnel.testing import TestRun, run
-from tests.support.metrics_scrape import Samples, free_port, scrape
+from tests.support.metrics_scrape import Samples, scrape
+from tests.support.ports import free_port
 
 T0 = 1_700_000_040.0
 """2023-11-14T22:14:00Z: a whole minute."""

@@ -12,7 +12,8 @@ import textwrap
 from pathlib import Path
 
 from runnel import App, Record
-from tests.support.metrics_scrape import Samples, free_port, scrape, total
+from tests.support.metrics_scrape import Samples, scrape, total
+from tests.support.ports import free_port
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 HANG = 60

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.metrics_scrape import free_port
+from tests.support.ports import free_port
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 from tests.support.prometheus import Prometheus, Series, prometheus
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.metrics_scrape import free_port
+from tests.support.ports import free_port
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 from tests.support.prometheus import ALERTS, DASHBOARD, Prometheus, prometheus
 

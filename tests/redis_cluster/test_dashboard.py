@@ -11,7 +11,7 @@ from typing import Any
 
 from runnel.jobs.model import JobStatus
 from tests.dashboard.test_dashboard import APP_SOURCE, cells, rows
-from tests.support.dashboard import Dashboard, browser  # noqa: F401
+from tests.support.dashboard import Dashboard, browser, on_page  # noqa: F401
 from tests.support.processes import WorkerProcess, wait_for
 from tests.support.spread import SpreadApp, spread_fixture
 
@@ -82,23 +82,26 @@ def test_the_page_shows_an_app_spread_over_three_masters(
                 done = found and all(r[0] != "-" and r[2] == "0" for r in found.values())
                 return found if done else None
 
-            tally = wait_for(tally_drained, timeout=LONG)
-            [executor] = rows(browser, "tr.executor")
-            owner = executor.get_attribute("data-id")
+            tally = on_page(tally_drained, timeout=LONG)
+            [owner] = on_page(
+                lambda: [r.get_attribute("data-id") for r in rows(browser, "tr.executor")]
+            )
             assert {n: r[:3] for n, r in tally.items()} == {
                 n: [owner, "owned", "0"] for n in range(PARTITIONS)
             }
-            idle = wait_for(lambda: shown(browser, "idle"), timeout=LONG)
+            idle = on_page(lambda: shown(browser, "idle"), timeout=LONG)
             # Nobody runs idle: every event is lag, partition by partition, on all masters.
             assert {n: r[2] for n, r in idle.items()} == {
                 n: str(count) for n, count in per_partition.items()
             }
             assert set(spread.masters().values()) == {m.port for m in spread.cluster.masters()}
-            heading = rows(browser, ".processor[data-name=tally] h3")[0].text
+            heading = on_page(lambda: rows(browser, ".processor[data-name=tally] h3")[0].text)
             assert heading == f"tally stream pings, {total} events stored"
-            [dead] = wait_for(lambda: rows(browser, "tr.dead[data-id=doomed]"), timeout=LONG)
-            assert cells(dead)[1:4] == ["doomed", "fail", "ValueError: failing on purpose: boom"]
-            assert rows(browser, "[data-count=dead] b")[0].text == "1"
+            [dead] = on_page(
+                lambda: [cells(r) for r in rows(browser, "tr.dead[data-id=doomed]")], timeout=LONG
+            )
+            assert dead[1:4] == ["doomed", "fail", "ValueError: failing on purpose: boom"]
+            assert on_page(lambda: rows(browser, "[data-count=dead] b")[0].text) == "1"
         finally:
             dashboard.close()
         assert w.stop() == 0, w.output

@@ -9,8 +9,8 @@ from types import ModuleType
 
 import redis
 
-from runnel_redis.embedded import start_server
 from tests.spark.test_batch import orders
+from tests.support.ports import start_redis
 from tests.support.processes import cli, env_with
 from tests.support.spark import ROOT, send, stored
 
@@ -106,7 +106,7 @@ def test_import_names_the_row_field_and_value_of_bytes_that_are_not_base64(
 def test_refused_credentials_fail_before_spark_starts(tmp_path: Path) -> None:
     """One Error: line, as every command, found out before Spark takes its seconds to
     start (Spark's own lines on stderr would come first)."""
-    server = start_server(tmp_path / "locked", persist=False)
+    server = start_redis(tmp_path / "locked", persist=False)
     try:
         admin = redis.Redis(port=server.port)
         admin.config_set("requirepass", "admin-Pw-8e1")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import subprocess
 import textwrap
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.support.ports import free_port
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 EVENTS = 6000
@@ -52,18 +52,12 @@ async def count(events):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class OwnRedis:
     """A redis-server this test may kill and start again on the same port and files."""
 
     def __init__(self, directory: Path, *extra: str) -> None:
         self.directory = directory
-        self.port = _free_port()
+        self.port = free_port()
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()

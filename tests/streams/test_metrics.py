@@ -13,7 +13,8 @@ from typing import Any
 from runnel import Record
 from runnel.types import ExceptionPolicy
 from tests.support.apps import HANG_GUARD, Running, make_app
-from tests.support.metrics_scrape import Samples, free_port, present, scrape, total
+from tests.support.metrics_scrape import Samples, present, scrape, total
+from tests.support.ports import free_port
 
 PARTITIONS = 4
 EVENTS = 200

@@ -7,7 +7,8 @@ import asyncio
 
 from tests.streams.test_metrics import scraped_until
 from tests.support.apps import HANG_GUARD, Running, make_app
-from tests.support.metrics_scrape import Samples, free_port, total
+from tests.support.metrics_scrape import Samples, total
+from tests.support.ports import free_port
 
 
 async def test_starts_put_off_by_a_limit_are_counted(redis_url: str, app_name: str) -> None:

@@ -18,7 +18,7 @@ import redis
 
 from runnel import App, Record
 from runnel.runtime.worker import Worker
-from runnel_redis.embedded import free_port, start_server
+from tests.support.ports import free_port, start_redis
 
 
 class Tick(Record):
@@ -81,7 +81,7 @@ async def roundtrip(url: str, name: str) -> None:
 async def test_each_server_version(
     binary: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server = start_server(tmp_path, persist=False, binary=binary)
+    server = start_redis(tmp_path, persist=False, binary=binary)
     try:
         with caplog.at_level(logging.WARNING, logger="runnel"):
             await roundtrip(server.url, "versions")
@@ -185,7 +185,7 @@ async def test_tls_url(tls_server: tuple[int, Path]) -> None:
 
 async def test_unix_socket_url(tmp_path: Path) -> None:
     sock = tmp_path / "r.sock"
-    server = start_server(
+    server = start_redis(
         tmp_path, persist=False, extra=("--unixsocket", str(sock), "--unixsocketperm", "700")
     )
     try:

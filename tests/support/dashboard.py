@@ -10,9 +10,9 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -21,6 +21,7 @@ from tests.support.processes import RUNNEL, wait_for
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 URL = re.compile(r"on (http://\S+/) ")
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -52,6 +53,21 @@ def browser() -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def on_page(check: Callable[[], T], timeout: float = 30.0) -> T:
+    """``wait_for(check)``, where a check that reads an element the page has redrawn since
+    it was found counts as not met yet: the page replaces its sections on every poll
+    (every 2 s), so finding an element and reading or clicking it must be retried as one."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    def attempt() -> T | None:
+        try:
+            return check()
+        except StaleElementReferenceException:
+            return None
+
+    return wait_for(attempt, timeout)  # type: ignore[no-any-return]
 
 
 class Dashboard:

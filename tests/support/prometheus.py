@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.metrics_scrape import free_port
+from tests.support.ports import free_port
 from tests.support.processes import wait_for
 
 PROMETHEUS = shutil.which("prometheus")

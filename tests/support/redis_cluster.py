@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -35,6 +34,7 @@ from redis.crc import key_slot
 
 from runnel.exceptions import Misconfigured
 from runnel_redis.embedded import find_binary
+from tests.support.ports import free_port
 
 HOST = "127.0.0.1"
 NODE_TIMEOUT_MS = 1000
@@ -66,23 +66,6 @@ def missing_tools() -> str | None:
     except Misconfigured as error:
         return f"no Redis Cluster tests: {error}"
     return None
-
-
-def free_port() -> int:
-    """A free port whose cluster bus port (port + 10000) is free too; never 6379."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            port = probe.getsockname()[1]
-        if port == 6379 or port + 10000 > 65535:
-            continue
-        with socket.socket() as bus:
-            try:
-                bus.bind((HOST, port + 10000))
-            except OSError:
-                continue
-        return port
-    raise ClusterError("no free port pair for a cluster node")
 
 
 @dataclass
@@ -396,7 +379,7 @@ def start_cluster(
     cluster = RedisClusterProcesses(nodes, replicas)
     try:
         for _ in range(masters * (1 + replicas)):
-            node = Node(free_port(), directory / f"node{len(nodes)}")
+            node = Node(free_port(bus=True), directory / f"node{len(nodes)}")
             nodes.append(node)
             node.start()
         _redis_cli(

@@ -140,9 +140,9 @@ async def test_a_reply_that_times_out_may_follow_a_write(tmp_path: Path) -> None
     """A real server, paused (SIGSTOP) after the connection is open: the command is
     sent and its reply never comes. That is Unavailable, and not NotConnected: the
     command may have run (a caller such as sendmany must say so)."""
-    from runnel_redis.embedded import start_server
+    from tests.support.ports import start_redis
 
-    server = start_server(tmp_path, persist=False)
+    server = start_redis(tmp_path, persist=False)
     transport = RedisTransport(server.url, socket_timeout=0.5)
     partition = PartitionId("u", "s", 0)
     try:
