@@ -9,7 +9,6 @@ it there are no buttons and the action endpoint answers 403.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import signal
@@ -30,7 +29,7 @@ from runnel.jobs.model import JobStatus
 from runnel.runtime.worker import Worker
 from runnel.store.jobs import JobStore
 from runnel_dashboard.snapshot import hide_password
-from tests.support.dashboard import Dashboard, on_page
+from tests.support.dashboard import Dashboard, import_file, on_page
 from tests.support.ports import start_redis
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
@@ -77,10 +76,7 @@ def module(
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     path = tmp_path / f"{MODULE}.py"
     path.write_text(textwrap.dedent(APP_SOURCE.format(name=app_name, partitions=PARTITIONS)))
-    spec = importlib.util.spec_from_file_location(f"{MODULE}_{app_name}", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(path, f"{MODULE}_{app_name}")
     return mod
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import json
 import textwrap
 import urllib.error
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from runnel.jobs.model import JobStatus
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, import_file
 from tests.support.processes import cli, env_with, wait_for
 
 APP = """
@@ -46,10 +45,7 @@ def module(
     """The app, with the job "later-1" on the schedule."""
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     (tmp_path / "authapp.py").write_text(textwrap.dedent(APP.format(name=app_name)))
-    spec = importlib.util.spec_from_file_location(f"authapp_{app_name}", tmp_path / "authapp.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(tmp_path / "authapp.py", f"authapp_{app_name}")
 
     async def go() -> None:
         try:

@@ -5,8 +5,6 @@ dashboards sample the same app at once."""
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import json
 import textwrap
 import urllib.error
@@ -20,7 +18,7 @@ import pytest
 from runnel.store.backend import admin_of
 from runnel_dashboard.history import bound, capacity, partition
 from tests.dashboard.test_dashboard import rows
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, import_file, run_then_close
 from tests.support.processes import cli, env_with, wait_for
 
 MODULE = "historyapp"
@@ -53,21 +51,11 @@ def module(
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     path = tmp_path / f"{MODULE}.py"
     path.write_text(textwrap.dedent(SOURCE.format(name=app_name)))
-    spec = importlib.util.spec_from_file_location(f"{MODULE}_{app_name}", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(path, f"{MODULE}_{app_name}")
     return mod
 
 
-def run(mod: ModuleType, call: Any) -> Any:
-    async def go() -> Any:
-        try:
-            return await call()
-        finally:
-            await mod.app.aclose()
-
-    return asyncio.run(go())
+run = run_then_close
 
 
 def history(dashboard: Dashboard, span: str = "1h") -> dict[str, Any]:

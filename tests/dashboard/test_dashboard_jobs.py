@@ -11,7 +11,6 @@ in the audit log naming who did it.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import textwrap
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from runnel.jobs.model import JobStatus
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, import_file
 from tests.support.processes import WorkerProcess, env_with, wait_for
 
 APP = """
@@ -72,10 +71,7 @@ def module(
 ) -> ModuleType:
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     (tmp_path / "jobsapp.py").write_text(textwrap.dedent(APP.format(name=app_name)))
-    spec = importlib.util.spec_from_file_location(f"jobsapp_{app_name}", tmp_path / "jobsapp.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(tmp_path / "jobsapp.py", f"jobsapp_{app_name}")
     return mod
 
 

@@ -8,14 +8,13 @@ cancelled job; once the job ends the list is empty.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.dashboard import Dashboard, on_page
+from tests.support.dashboard import Dashboard, import_file, on_page
 from tests.support.processes import WorkerProcess, env_with, wait_for
 
 APP = """
@@ -55,10 +54,7 @@ def test_running_jobs_show_their_progress_and_cancelled_jobs_are_counted(
 ) -> None:
     (tmp_path / "runapp.py").write_text(textwrap.dedent(APP.format(name=app_name)))
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
-    spec = importlib.util.spec_from_file_location(f"runapp_{app_name}", tmp_path / "runapp.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(tmp_path / "runapp.py", f"runapp_{app_name}")
 
     async def enqueue() -> None:
         try:

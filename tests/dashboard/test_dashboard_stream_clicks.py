@@ -10,8 +10,6 @@ dismissed sends nothing and changes nothing.
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import json
 import textwrap
 from pathlib import Path
@@ -22,7 +20,7 @@ import pytest
 import redis
 
 from runnel.admin.dead_letters import Selection, stream_dead_letters
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, import_file, run_then_close
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 MODULE = "clicksapp"
@@ -73,21 +71,11 @@ def module(
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     path = tmp_path / f"{MODULE}.py"
     path.write_text(textwrap.dedent(SOURCE.format(name=app_name)))
-    spec = importlib.util.spec_from_file_location(f"{MODULE}_{app_name}", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(path, f"{MODULE}_{app_name}")
     return mod
 
 
-def run(mod: ModuleType, coro: Any) -> Any:
-    async def go() -> Any:
-        try:
-            return await coro()
-        finally:
-            await mod.app.aclose()
-
-    return asyncio.run(go())
+run = run_then_close
 
 
 def letters(mod: ModuleType) -> dict[str, tuple[int | None, str]]:

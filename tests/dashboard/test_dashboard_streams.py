@@ -8,8 +8,6 @@ Each view must show exactly that; the action buttons follow the page's contract
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +18,7 @@ import pytest
 from runnel.admin.dead_letters import Selection, stream_dead_letters
 from runnel_dashboard.streams import DEAD_SHOWN
 from tests.dashboard.test_dashboard import rows
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, import_file, run_then_close
 from tests.support.processes import WorkerProcess, env_with, wait_for
 
 MODULE = "streamsapp"
@@ -75,21 +73,11 @@ def module(
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     path = tmp_path / f"{MODULE}.py"
     path.write_text(textwrap.dedent(SOURCE.format(name=app_name)))
-    spec = importlib.util.spec_from_file_location(f"{MODULE}_{app_name}", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(path, f"{MODULE}_{app_name}")
     return mod
 
 
-def run(mod: ModuleType, coro: Any) -> Any:
-    async def go() -> Any:
-        try:
-            return await coro()
-        finally:
-            await mod.app.aclose()
-
-    return asyncio.run(go())
+run = run_then_close
 
 
 def dead_letters(mod: ModuleType) -> list[Any]:

@@ -8,14 +8,13 @@ members run; the failed chain's job DEAD, the next CANCELLED).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.dashboard import Dashboard
+from tests.support.dashboard import Dashboard, import_file
 from tests.support.processes import WorkerProcess, env_with, wait_for
 
 APP = """
@@ -67,10 +66,7 @@ def test_workflows_and_their_jobs_are_listed(
 ) -> None:
     (tmp_path / "flowapp.py").write_text(textwrap.dedent(APP.format(name=app_name)))
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
-    spec = importlib.util.spec_from_file_location(f"flowapp_{app_name}", tmp_path / "flowapp.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(tmp_path / "flowapp.py", f"flowapp_{app_name}")
 
     async def enqueue() -> tuple[str, str]:
         from runnel import chain, chord

@@ -5,13 +5,12 @@ consumer group exists but has read nothing."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from tests.dashboard.test_dashboard import cells, rows
-from tests.support.dashboard import Dashboard, on_page
+from tests.support.dashboard import Dashboard, import_file, on_page
 from tests.support.processes import env_with
 
 SOURCE = """
@@ -43,10 +42,7 @@ def test_a_partition_that_lost_events_says_how_many(
     monkeypatch.setenv("RUNNEL_REDIS_URL", redis_url)
     path = tmp_path / "lossy.py"
     path.write_text(textwrap.dedent(SOURCE.format(name=app_name)))
-    spec = importlib.util.spec_from_file_location(f"lossy_{app_name}", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_file(path, f"lossy_{app_name}")
 
     async def fill() -> None:
         partition = mod.pings.partitions[0].id

@@ -6,12 +6,15 @@ elsewhere imports it by name."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -100,3 +103,25 @@ class Dashboard:
                 self.proc.kill()
                 self.proc.wait(30)
         self._log.close()
+
+
+def import_file(path: Path, name: str) -> ModuleType:
+    """Import the app module a test wrote, in the test's process too (``name`` unique per
+    test, so that two tests' modules of the same file name never meet in sys.modules)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_then_close(mod: ModuleType, call: Callable[[], Any]) -> Any:
+    """Run ``call()`` (a coroutine function) against the module's app, then close the app."""
+
+    async def go() -> Any:
+        try:
+            return await call()
+        finally:
+            await mod.app.aclose()
+
+    return asyncio.run(go())
