@@ -71,6 +71,6 @@ def test_the_quick_subset_the_readme_offers_exists() -> None:
     import tomllib
 
     readme = README.read_text()
-    assert "about 50 minutes" in readme and ".venv/bin/hatch run test-quick" in readme
+    assert "about 40 minutes" in readme and ".venv/bin/hatch run test-quick" in readme
     scripts = tomllib.loads((ROOT / "hatch.toml").read_text())["envs"]["default"]["scripts"]
     assert all(c.startswith("python -m pytest tests/") for c in scripts["test-quick"])
