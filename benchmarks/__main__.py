@@ -14,6 +14,7 @@ import datetime
 import functools
 import os
 import platform
+from typing import Any
 
 import redis
 
@@ -111,20 +112,7 @@ def main() -> None:
 
         profiling.run(args.case or "records", args.events)
         return
-    baseline = "plain redis-py"
-    if args.which in OTHERS:
-        chosen = {args.which: OTHERS[args.which][0]}
-        baseline = OTHERS[args.which][1]
-    if args.processes is not None:  # jobs --processes N: jobs only; processes: both
-        kinds = ("jobs",) if args.which == "jobs" else ("jobs", "stream")
-        chosen = {
-            "processes": functools.partial(
-                jobs.processes_run, processes=args.processes, kinds=kinds
-            )
-        }
-        baseline = "--processes 1"
-    else:
-        chosen = {args.which: SUITE[args.which]} if args.which else SUITE
+    chosen, baseline = choose(args.which, args.processes)
     rows: list[Row] = []
     with server() as url:
         print(header(url), flush=True)
@@ -135,6 +123,17 @@ def main() -> None:
         print()
         print(table(rows, baseline))
         print(f"\n{load()} (1, 5, 15 min)")
+
+
+def choose(which: str | None, processes: int | None) -> tuple[dict[str, Any], str]:
+    """The benchmarks to run in one redis-server, and what their ratios are against."""
+    if processes is not None:  # jobs --processes N: jobs only; processes: both
+        kinds = ("jobs",) if which == "jobs" else ("jobs", "stream")
+        run = functools.partial(jobs.processes_run, processes=processes, kinds=kinds)
+        return {"processes": run}, "--processes 1"
+    if which in OTHERS:
+        return {which: OTHERS[which][0]}, OTHERS[which][1]
+    return ({which: SUITE[which]} if which else dict(SUITE)), "plain redis-py"
 
 
 if __name__ == "__main__":

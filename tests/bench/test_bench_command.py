@@ -30,3 +30,16 @@ def test_processes_must_be_two_or_more() -> None:
     )
     assert done.returncode == 2
     assert "error: --processes must be 2 or more" in done.stderr
+
+
+def test_every_benchmark_name_chooses_its_own_run_and_baseline() -> None:
+    """Each name of the in-server benchmarks picks itself (a name of OTHERS was once
+    looked up in SUITE: `bench state` and `bench jobs` ended in a KeyError)."""
+    from benchmarks.__main__ import OTHERS, SUITE, choose
+
+    for name, (run, baseline) in OTHERS.items():
+        assert choose(name, None) == ({name: run}, baseline)
+    for name, run in SUITE.items():
+        assert choose(name, None) == ({name: run}, "plain redis-py")
+    assert choose(None, None) == (SUITE, "plain redis-py")
+    assert list(choose("jobs", 2)[0]) == ["processes"]
