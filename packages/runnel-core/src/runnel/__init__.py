@@ -6,8 +6,9 @@ in pydantic, the job queue and the codecs, which a command may never need."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runnel.lazy import lazy_names
 
 __version__ = "0.2.0.dev0"
 
@@ -45,17 +46,7 @@ if TYPE_CHECKING:
     from runnel.worker import Worker
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'runnel' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # found once; later lookups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_names("runnel", _WHERE, globals())
 
 
 __all__ = [

@@ -17,8 +17,9 @@ await (await wf.delay()).get(timeout=30)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runnel.lazy import lazy_names
 
 _WHERE = {
     "AsyncJob": "runnel.jobs.function",
@@ -109,17 +110,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'runnel.jobs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_names("runnel.jobs", _WHERE, globals())
 
 
 __all__ = [

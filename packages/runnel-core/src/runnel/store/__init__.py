@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runnel.lazy import lazy_names
 
 _WHERE = {
     "admin_of": "runnel.store.backend",
@@ -73,17 +74,7 @@ if TYPE_CHECKING:
     from runnel.store.synclog import Entries, Extent, SyncLog
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'runnel.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_names("runnel.store", _WHERE, globals())
 
 
 __all__ = [
