@@ -36,8 +36,8 @@ from benchmarks.common import Row, drop, fill, rate, spread, stream_keys
 LEAD = 0.5
 """Seconds the first worker drains alone before the second starts (join run)."""
 JOIN_FACTOR = 2
-PREFETCH = 8
-"""Runnel's default ``prefetch_count``: the events a partition reads ahead."""
+OLD_PREFETCH = 8
+"""Runnel's ``prefetch_count`` before 0.2 made it 32: the diagnostic run's setting."""
 SETTLE = 1.0
 """Seconds after the second consumer's first event (and, Runnel, the hand-over) before
 the rate of the two together is taken as their steady rate."""
@@ -168,10 +168,9 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
                 for side, batch in (("runnel", rb), ("plain", pb)):
                     r = steady(url, side, batch, p, total, n)
                     got.setdefault(f"{side} x{p} {label}", []).append(r)
-        # Does reading as many events per round trip as one worker does bring the cost
-        # per event back? Two workers of 8 partitions each with twice the prefetch.
-        r = steady(url, "runnel", 1, 2, total, n, prefetch=2 * PREFETCH)
-        got.setdefault("runnel x2 prefetch", []).append(r)
+        # What the default prefetch_count of 32 gains: one worker with the old 8.
+        r = steady(url, "runnel", 1, 1, total, n, prefetch=OLD_PREFETCH)
+        got.setdefault("runnel x1 old prefetch", []).append(r)
         for side in ("runnel", "plain"):
             j = join(url, side, JOIN_FACTOR * total, n)
             got.setdefault(f"{side} join", []).append(j)
@@ -271,11 +270,11 @@ def rows(got: dict[str, list[dict[str, Any]]]) -> list[Row]:
                 )
             )
     out.append(bound(got))
-    wide = got["runnel x2 prefetch"]
+    wide = got["runnel x1 old prefetch"]
     ups = sorted(
         w["rate"] / one["rate"] for w, one in zip(wide, got["runnel x1 per event"], strict=True)
     )
-    label = f"per event, 2 proc, prefetch_count {2 * PREFETCH}"
+    label = f"per event, 1 proc, prefetch_count {OLD_PREFETCH}"
     out += [
         Row(f"steady {label}", rate(max(r["rate"] for r in wide)), "-", span(ups, "x")),
         Row(f"worker CPU us/event, {label}", span(sorted(r["worker_us"] for r in wide), ""), "-"),

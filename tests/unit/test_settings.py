@@ -36,7 +36,7 @@ def test_defaults_as_documented():
     assert s.leadership_poll_interval == 4000
     assert s.default_read_timeout == 500
     assert s.default_lock_expiry == 30
-    assert s.default_prefetch_count == 8
+    assert s.default_prefetch_count == 32
     assert s.default_assignment_attempts == 32
     assert s.default_assignment_sleep == 2
     assert s.default_grace_period == 8

@@ -45,7 +45,7 @@ class ProcessorOptions:
     exception_policy: Policy = ExceptionPolicy.HALT
     lock_expiry: Annotated[float, Field(gt=0, description="seconds")] = 30
     read_timeout: Annotated[int, Field(gt=0, description="milliseconds")] = 500
-    prefetch_count: Annotated[int, Field(gt=0)] = 8
+    prefetch_count: Annotated[int, Field(gt=0)] = 32
     assignment_attempts: Annotated[int, Field(gt=0)] = 32
     assignment_sleep: Annotated[float, Field(ge=0, description="seconds")] = 2
     grace_period: Annotated[float, Field(ge=0, description="seconds")] = 8
