@@ -35,7 +35,7 @@ from benchmarks.common import Row, drop, fill, rate, spread, stream_keys
 
 LEAD = 0.5
 """Seconds the first worker drains alone before the second starts (join run)."""
-JOIN_FACTOR = 2
+JOIN_FACTOR = 4
 OLD_PREFETCH = 8
 """Runnel's ``prefetch_count`` before 0.2 made it 32: the diagnostic run's setting."""
 SETTLE = 1.0
