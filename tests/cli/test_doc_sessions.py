@@ -80,6 +80,7 @@ RUN_ELSEWHERE = {
     ("cli.md", "runnel acl", 0): "tests/cli/test_cli_acl.py",
     ("cli.md", "runnel jobs info", 0): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs info", 1): "tests/cli/test_doc_sessions_jobs.py",
+    ("cli.md", "runnel jobs show", 0): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs show", 1): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs show", 2): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs send", 0): "tests/cli/test_doc_sessions_jobs.py",
@@ -105,9 +106,6 @@ NOT_RUN_YET = {
     # Periodic jobs' last and next ticks (minutes and days apart, one job in Europe/Paris
     # at 07:30): no run reproduces them without waiting for the clock.
     ("cli.md", "runnel jobs info", 2),
-    # A job caught between two tries (RETRY, due later) beside a finished one, with the
-    # traceback's path and line of the page's project.
-    ("cli.md", "runnel jobs show", 0),
 }
 """Sessions no test runs yet, each with why (their commands and flags are checked against
 --help by tests/cli/test_cli_synopsis.py)."""

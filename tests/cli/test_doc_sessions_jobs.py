@@ -58,6 +58,8 @@ PLACEHOLDERS = [
     (r"\b[\w.-]+:\d+:[0-9a-f]{8}\s+[\w.-]+ pid \d+", "EXECUTOR HOST pid PID"),
     (r"\b[\w.-]+:\d+:[0-9a-f]{8}\b", "EXECUTOR"),
     (r"\bin \d+\.\ds\)", "in N.Ns)"),
+    (r"@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\b", "@TICK"),
+    (r'File "[^"]*/shop/app\.py", line \d+', 'File ".../shop/app.py", line N'),
 ]
 """What differs from run to run, beyond normalised()'s entry ids and clock times."""
 
@@ -187,3 +189,25 @@ def test_sessions_with_a_worker_in_the_order_of_the_page(shop: Path, redis_url: 
         play("runnel jobs cancel", 1, shop, redis_url)
     finally:
         assert worker.stop() == 0, worker.output
+
+
+def test_a_job_between_two_tries_beside_a_finished_one(shop: Path, redis_url: str) -> None:
+    """charge-41 failed its first try and waits for its second: the app's backoff is ten
+    minutes or more here, so it is surely still RETRY when shown. resize gets the page's
+    id, so that the session's own command finds it."""
+    app = shop / "shop" / "app.py"
+    app.write_text(SHOP.replace("job_backoff_base=0.05, job_backoff_cap=0.2", LONG_BACKOFF))
+    worker = WorkerProcess("shop.app:app", shop, env_with(redis_url))
+    try:
+        resize = ["[7]", '{"width": 200}', "--job-id", "2775da796e52fc3aa2ff1653237cafda"]
+        run(shop, redis_url, "jobs", "send", "shop.app:resize", *resize)
+        wait_for(lambda: status(shop, redis_url, resize[-1])["status"] == "SUCCESS")
+        run(shop, redis_url, "jobs", "send", "shop.app:charge", "[41, -5]", "--job-id", "charge-41")
+        wait_for(lambda: status(shop, redis_url, "charge-41")["status"] == "RETRY")
+        play("runnel jobs show", 0, shop, redis_url)
+    finally:
+        assert worker.stop() == 0, worker.output
+
+
+LONG_BACKOFF = "job_backoff_base=600, job_backoff_cap=3600"
+"""A first retry 600 to 900 s after the failure (base * 2, jittered by 0.5 to 1.5)."""
