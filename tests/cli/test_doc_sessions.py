@@ -80,6 +80,7 @@ RUN_ELSEWHERE = {
     ("cli.md", "runnel acl", 0): "tests/cli/test_cli_acl.py",
     ("cli.md", "runnel jobs info", 0): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs info", 1): "tests/cli/test_doc_sessions_jobs.py",
+    ("cli.md", "runnel jobs info", 2): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs show", 0): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs show", 1): "tests/cli/test_doc_sessions_jobs.py",
     ("cli.md", "runnel jobs show", 2): "tests/cli/test_doc_sessions_jobs.py",
@@ -103,9 +104,6 @@ NOT_RUN_YET = {
     # Two workers' random executor ids decide the order of the executor lines, and which
     # worker holds which partitions: not the page's in one run out of two.
     ("cli.md", "runnel status", 0),
-    # Periodic jobs' last and next ticks (minutes and days apart, one job in Europe/Paris
-    # at 07:30): no run reproduces them without waiting for the clock.
-    ("cli.md", "runnel jobs info", 2),
 }
 """Sessions no test runs yet, each with why (their commands and flags are checked against
 --help by tests/cli/test_cli_synopsis.py)."""

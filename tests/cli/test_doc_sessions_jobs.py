@@ -1,7 +1,9 @@
 """The ``runnel jobs`` sessions of docs/cli.md, played through the real command line against
 a real redis-server and a real ``runnel worker``, on a ``shop/app.py`` with the jobs the
-docs use (charge, report, resize). What each step prints must be what the page shows, with
-what changes from run to run (job ids, times, executor ids and pids) as placeholders.
+docs use (charge, report, resize; for the periodic session, the three periodic jobs of
+docs/jobs.md). What each step prints must be what the page shows, with what changes from
+run to run (job ids, times and ticks, executor ids and pids, a traceback's path and line)
+as placeholders.
 
 The state a session starts from (jobs queued before it, one held running) is set up here
 with the same commands; tests/cli/test_doc_sessions.py lists these sessions as run here.
@@ -11,11 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 
+from runnel_redis import keys
 from tests.cli.test_doc_sessions import normalised, session, steps
 from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
@@ -211,3 +216,60 @@ def test_a_job_between_two_tries_beside_a_finished_one(shop: Path, redis_url: st
 
 LONG_BACKOFF = "job_backoff_base=600, job_backoff_cap=3600"
 """A first retry 600 to 900 s after the failure (base * 2, jittered by 0.5 to 1.5)."""
+
+
+PERIODIC = """
+from runnel import App
+
+app = App(name="shop", job_heartbeat_timeout=3)
+
+
+@app.job(cron="*/5 * * * *")  # every five minutes, UTC
+async def refresh_rates() -> None:
+    pass
+
+
+@app.job(cron="30 7 * * mon-fri", timezone="Europe/Paris", missed="skip")
+def morning_digest(region: str = "eu") -> None:
+    pass
+
+
+@app.job(cron="* * * * * */15")  # every 15 seconds: a sixth field, seconds
+async def heartbeat() -> None:
+    pass
+"""
+"""The three periodic jobs of docs/jobs.md; executors beat every second, so that the
+executor line counts each success soon after it."""
+
+
+def test_a_worker_running_the_periodic_jobs(shop: Path, redis_url: str) -> None:
+    """The page's worker ran across 11:55:00, so that refresh_rates and heartbeat each
+    had a tick run, and morning_digest a tick settled without running (its first). Here
+    an earlier worker's settled ticks, one period before the last tick of refresh_rates
+    and of heartbeat, have the new worker run the tick it finds missed (``run_once``)
+    at once, instead of waiting for the next five-minute mark; heartbeat's next tick
+    makes the third result."""
+    (shop / "shop" / "app.py").write_text(PERIODIC)
+    now_ms = int(time.time() * 1000)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.hset(
+            keys.jobs_prefix("shop") + "ticks",
+            mapping={
+                "refresh_rates": now_ms - now_ms % 300_000 - 300_000,
+                "heartbeat": now_ms - now_ms % 15_000 - 15_000,
+            },
+        )
+    finally:
+        client.close()
+    [(_, _, shown)] = steps(session(("cli.md", "runnel jobs info", 2)).body)
+    worker = WorkerProcess("shop.app:app", shop, env_with(redis_url))
+    try:
+        # Results come one by one, and the fourth 15 s after the third: wait for the
+        # page's three, then play.
+        wait_for(lambda: placeheld(info(shop, redis_url)) == placeheld(shown), timeout=90)
+        play("runnel jobs info", 2, shop, redis_url)
+    finally:
+        assert worker.stop() == 0, worker.output
+    # 07:30 in Paris, whatever the season.
+    assert re.search(r"morning_digest@\S+T0[56]:30:00Z: UNKNOWN", info(shop, redis_url))
