@@ -121,6 +121,8 @@ def test_a_worker_of_streams_alone_imports_nothing_that_runs_jobs() -> None:
     imported = set(json.loads(out.stdout))
     assert "runnel.processing.executor" in imported  # the worker was built
     assert [m for m in JOB_RUNNING if m in imported] == []
+    # The settings read RUNNEL_* themselves (runnel.settings.environment).
+    assert "pydantic_settings" not in imported
 
 
 def test_the_jobs_package_still_gives_every_name() -> None:
