@@ -1,8 +1,8 @@
 """runnel_redis's sources keep their shape: Lua lives in lua/*.lua, each file used by a
 script constant, so a script is read and reviewed as Lua, not as a Python string; and its
 modules import each other without cycles, all at the top (but in the entry points, which
-defer them, and the one named in DEFERRED), so that the order they load in never matters and no import inside a function
-hides a cycle."""
+defer them, and the one import named in DEFERRED), so that the order they load in never
+matters and no import inside a function hides a cycle."""
 
 from __future__ import annotations
 
