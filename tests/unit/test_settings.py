@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import ValidationError
 
@@ -125,6 +127,45 @@ def test_kwargs_win_over_environment(monkeypatch):
     assert app.settings.redis_url == URL
     assert app.settings.log_level == "error"
     assert app.settings.default_partition_count == 32
+
+
+def _no_runnel_variables(monkeypatch):
+    for key in [k for k in os.environ if k.upper().startswith("RUNNEL_")]:
+        monkeypatch.delenv(key)
+
+
+def test_environment_variable_names_in_any_case(monkeypatch):
+    _no_runnel_variables(monkeypatch)
+    monkeypatch.setenv("runnel_log_level", "debug")
+    monkeypatch.setenv("Runnel_Default_Partition_Count", "3")
+    monkeypatch.setenv("RUNNEL_NOT_A_SETTING", "1")  # other RUNNEL_* variables are ignored
+    s = Settings()
+    assert (s.log_level, s.default_partition_count) == ("debug", 3)
+
+
+def test_environment_values_are_validated_as_their_settings_type(monkeypatch):
+    _no_runnel_variables(monkeypatch)
+    monkeypatch.setenv("RUNNEL_METRICS_PORT", "9100")
+    monkeypatch.setenv("RUNNEL_GC_FREEZE", "no")
+    monkeypatch.setenv("RUNNEL_WAIT_TIMEOUT", "1e-1")
+    monkeypatch.setenv("RUNNEL_REDIS_KEY_LAYOUT", "cluster")
+    s = Settings()
+    assert (s.metrics_port, s.gc_freeze, s.wait_timeout) == (9100, False, 0.1)
+    assert s.redis_key_layout == "cluster"
+    monkeypatch.setenv("RUNNEL_METRICS_PORT", "")  # set but empty is a value, not None
+    monkeypatch.setenv("RUNNEL_DEFAULT_PARTITION_COUNT", "0")
+    with pytest.raises(ValidationError) as info:
+        Settings()
+    errors = [(e["loc"][0], e["input"]) for e in info.value.errors()]
+    assert errors == [("metrics_port", ""), ("default_partition_count", "0")]
+    assert info.value.title == "Settings"  # what runnel's CLI names the variables by
+
+
+def test_a_keyword_names_its_setting_in_any_case(monkeypatch):
+    _no_runnel_variables(monkeypatch)
+    monkeypatch.setenv("RUNNEL_LOG_LEVEL", "error")
+    assert Settings(LOG_LEVEL="debug").log_level == "debug"
+    assert Settings(Log_Level="warning", log_level="info").log_level == "warning"
 
 
 @pytest.mark.parametrize(

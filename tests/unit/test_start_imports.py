@@ -103,9 +103,12 @@ JOB_RUNNING = [
     "runnel.jobs.result",
     "runnel.jobs.signature",
     "runnel.jobs.workflow",
+    "runnel.jobs.model",
+    "runnel.jobs.codec",
+    "runnel_redis.jobs",
 ]
-"""What declares, enqueues and runs jobs (the Redis store's job role, imported with its
-transport, still brings the job records' model and codec)."""
+"""What declares, enqueues, stores and runs jobs (the Redis store's job role is imported
+when an app first uses its job queue, not with the transport)."""
 
 
 def test_a_worker_of_streams_alone_imports_nothing_that_runs_jobs() -> None:
@@ -120,7 +123,10 @@ def test_a_worker_of_streams_alone_imports_nothing_that_runs_jobs() -> None:
     )
     imported = set(json.loads(out.stdout))
     assert "runnel.processing.executor" in imported  # the worker was built
+    assert "runnel_redis.transport" in imported  # with its store
     assert [m for m in JOB_RUNNING if m in imported] == []
+    # The settings read RUNNEL_* themselves (runnel.settings.environment).
+    assert "pydantic_settings" not in imported
 
 
 def test_the_jobs_package_still_gives_every_name() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -17,13 +17,15 @@ from runnel.store.synclog import SyncLog
 from runnel.urls import redact
 from runnel_redis import errors, pool, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
-from runnel_redis.jobs import RedisJobStore
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.replicas import check_replicated
 from runnel_redis.schemas import RedisSchemaStore
 from runnel_redis.seam import guarded
 from runnel_redis.synclog import RedisLog
 from runnel_redis.tables import RedisTableStore
+
+if TYPE_CHECKING:
+    from runnel_redis.jobs import RedisJobStore
 
 # Replies we parse ourselves: redis-py's parser turns entries into dicts through a path
 # that cannot represent a trimmed entry, and the raw reply is cheaper to walk.
@@ -322,6 +324,10 @@ class RedisTransport(Backend, Log, LogAdmin):
         return RedisLeadership(self.redis, app, self.layout)
 
     def job_store(self, app: str) -> RedisJobStore:
+        # Here: the job queue's store and models are a fifth of a worker's start-up
+        # imports, which a worker of streams alone never uses.
+        from runnel_redis.jobs import RedisJobStore
+
         store = RedisJobStore(self.redis, app, self.layout)
         store.wait_replicas, store.wait_timeout_ms = self.wait_replicas, self.wait_timeout_ms
         return store

@@ -7,15 +7,19 @@ import logging
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
 from runnel import logs
-from runnel.app import App
 from runnel.commands import failure, load, load_plugins, not_shared, plugin_option
 from runnel.exceptions import AccessDenied, RunnelError
 from runnel.jobs.queues import choose
+from runnel.runtime.heap import pause_collections, resume_collections
 from runnel.runtime.supervisor import REFUSED
+
+if TYPE_CHECKING:
+    from runnel.app import App
 
 
 @click.command()
@@ -101,6 +105,42 @@ def worker(
     A first signal stops gracefully (in-flight events and jobs finish, within the grace
     period, and are acknowledged); a second one stops at once.
     """
+    pause_collections()  # until the worker runs (runnel.runtime.heap)
+    try:
+        _worker(
+            target,
+            processors,
+            no_processors,
+            jobs,
+            concurrency,
+            queues,
+            processes,
+            log_level,
+            log_format,
+            metrics_port,
+            metrics_host,
+            plugins,
+        )
+    finally:
+        resume_collections()  # a worker that never ran (an error, --processes)
+
+
+def _worker(
+    target: str,
+    processors: str | None,
+    no_processors: bool,
+    jobs: bool,
+    concurrency: int | None,
+    queues: str | None,
+    processes: int,
+    log_level: str | None,
+    log_format: str | None,
+    metrics_port: int | None,
+    metrics_host: str | None,
+    plugins: tuple[str, ...],
+) -> None:
+    from runnel.app import App  # here: imported with the collector paused
+
     load_plugins(plugins)
     app = load(target, App)
     logs.configure(
@@ -129,6 +169,7 @@ def worker(
     if metrics_host is not None:
         app.settings.metrics_host = metrics_host
     if processes > 1:
+        resume_collections()  # this process supervises; each child pauses its own start
         if not _shared(app):
             raise click.ClickException(f"--processes {processes}: {not_shared(app)}")
         command = [sys.executable, "-m", "runnel"]

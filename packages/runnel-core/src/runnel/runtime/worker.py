@@ -20,6 +20,7 @@ from runnel.jobs.queues import QueueSelection, choose
 from runnel.metrics.stats import WorkerStats
 from runnel.metrics.switch import wanted
 from runnel.processing.executor import Executor
+from runnel.runtime.heap import resume_collections
 from runnel.runtime.retry import (
     FATAL,
     Stopped,
@@ -167,10 +168,12 @@ class Worker:
                 pass
         outage.where = redact(self.app.settings.redis_url)
         try:
-            async with self.app.connected():
-                if self.metrics is not None:
-                    self.metrics.start()
-                with frozen_heap(self.app.settings.gc_freeze):
+            # Frozen before connecting: the collector, if ``runnel worker`` paused it for
+            # its start, is on again from here (runnel.runtime.heap).
+            with frozen_heap(self.app.settings.gc_freeze):
+                async with self.app.connected():
+                    if self.metrics is not None:
+                        self.metrics.start()
                     await self._run()
         except BaseExceptionGroup as group:
             # A refusal no retry can fix (wrong credentials) ended a loop: say that, plainly.
@@ -333,10 +336,13 @@ def frozen_heap(enabled: bool) -> Iterator[None]:
     """
     global _freezers
     if not enabled:
+        resume_collections()
         yield
         return
     if not _freezers:
         gc.freeze()
+    # After the freeze: the start-up heap is never walked, not even by a first young pass.
+    resume_collections()
     _freezers += 1
     try:
         yield
