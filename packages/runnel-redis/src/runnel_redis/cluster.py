@@ -413,6 +413,19 @@ class ClusterCoordination(RedisCoordination):
         script call here fences its own partition already."""
         return await Coordination.read_and_ack(self, owner, consumer, positions, count, ids)
 
+    commits_ride = False  # the commit and the read go to their slots one after the other
+
+    async def read_and_commit(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        commits: Mapping[PartitionId, Commit],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """:meth:`commit`, then :meth:`read` (see :meth:`read_and_ack`)."""
+        return await Coordination.read_and_commit(self, owner, consumer, positions, count, commits)
+
     async def ack(
         self, owner: str, ids: Mapping[PartitionId, Sequence[bytes]]
     ) -> list[PartitionId]:
