@@ -49,15 +49,12 @@ from runnel_redis.cluster_calls import (
     then_wait as _then_wait,
 )
 from runnel_redis.cluster_log import ClusterLog
+from runnel_redis.commits import CAP, RELAYED, TARGET, commit_arguments
 from runnel_redis.coordination import (
-    CAP,
-    RELAYED,
-    TARGET,
     RedisCoordination,
     RedisLeadership,
     _add_entries,
     _redis_id,
-    commit_arguments,
 )
 from runnel_redis.errors import user_of
 from runnel_redis.jobs import RedisJobStore

@@ -7,7 +7,6 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -29,87 +28,9 @@ from runnel.store.coordination import (
 from runnel.store.log import PartitionId, Position
 from runnel.store.state import Commit
 from runnel_redis import resp, scripts
+from runnel_redis.commits import changes, commit_arguments
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
-
-
-def commit_arguments(
-    coordination: RedisCoordination,
-    partitions: Sequence[PartitionId],
-    commits: Mapping[PartitionId, Commit],
-    outbox: Callable[[PartitionId], str] | None = None,
-    pack: bool = False,
-) -> tuple[list[str], list[resp.Arg], int]:
-    """KEYS and ARGV (after owner and group) of lua/commit.lua for these partitions, and
-    how many arguments ARGV counts. With ``pack``, the values a table stores are in ARGV
-    packed already, one :class:`~runnel_redis.resp.Packed` per table (for
-    :func:`~runnel_redis.resp.bulks`).
-
-    Outputs go to their streams, or with ``outbox`` (a Redis Cluster, where they are in
-    other slots) to the committing partition's outbox, naming stream and cap in two
-    fields of their own (:data:`TARGET`, :data:`CAP`) for :func:`relay_arguments`."""
-    keys: list[str] = []
-    args: list[resp.Arg] = []
-    count = 0  # what packed arguments stand for beyond themselves
-    targets: dict[str, int] = {}
-    tables = {
-        p: list(dict.fromkeys([*commits[p].writes, *commits[p].deadlines])) for p in partitions
-    }
-    first_target = 1 + sum(2 + 2 * len(tables[p]) for p in partitions)
-    for p in partitions:
-        commit = commits[p]
-        keys += (coordination.lock_key(p), coordination.key_of(p))
-        args += (len(tables[p]), len(commit.ids), *commit.ids)
-        for table in tables[p]:
-            keys += (coordination.table_key(table, p), coordination.deadlines_key(table, p))
-            values = commit.writes.get(table, {})
-            dels: list[bytes] = []
-            sets = cast(Mapping[bytes, bytes], values)  # unless it deletes keys:
-            if None in values.values():
-                dels = [k for k, v in values.items() if v is None]
-                sets = {k: v for k, v in values.items() if v is not None}
-            args.append(len(sets))
-            if pack and sets:
-                args.append(resp.pairs(sets))
-                count += 2 * len(sets) - 1
-            else:
-                args += chain.from_iterable(sets.items())
-            args.append(len(dels))
-            args += dels
-            whens = commit.deadlines.get(table, {})
-            scored = [(k, w) for k, w in whens.items() if w is not None]
-            dropped = [k for k, w in whens.items() if w is None]
-            args.append(len(scored))
-            for key, when in scored:
-                args += (repr(float(when)), key)
-            args += (len(dropped), *dropped)
-        args.append(len(commit.sends))
-        for sends in commit.sends:
-            args += (len(sends.ids), *sends.ids, len(sends.outputs))
-            for target, fields, cap in sends.outputs:
-                stream = coordination.key_of(target)
-                if outbox is not None:
-                    where = outbox(p)
-                    relayed = coordination.layout.relayed(*target)
-                    extra: list[resp.Arg] = [TARGET, stream, RELAYED, relayed, CAP, cap or b""]
-                    cap = None
-                else:
-                    where, extra = stream, []
-                index = targets.get(where)
-                if index is None:
-                    index = targets[where] = first_target + len(targets)
-                args += (index, cap if cap else b"", len(fields) + len(extra) // 2, *extra)
-                for item in fields.items():
-                    args += item
-    return keys + list(targets), args, len(args) + count
-
-
-TARGET = b"\x00to"
-RELAYED = b"\x00relayed"
-CAP = b"\x00cap"
-"""The fields of an outbox entry that name where it goes (never a record's field: those
-are names, not starting with a NUL byte)."""
-
 
 ADMIN_TTL_MS = 10_000
 ADMIN_WAIT = 0.05
@@ -338,8 +259,8 @@ class RedisCoordination(Coordination):
 
         ``WATCH locks; EVAL CHECK_LOCKS; MULTI; EVALSHA COMMIT ...; XREADGROUP ...; EXEC``
         """
-        acking = {p: c.ids for p, c in commits.items() if c.ids and not _changes(c)}
-        committing = {p: c for p, c in commits.items() if _changes(c)}
+        acking = {p: c.ids for p, c in commits.items() if c.ids and not changes(c)}
+        committing = {p: c for p, c in commits.items() if changes(c)}
         return await self._read_fenced(owner, consumer, positions, count, acking, committing)
 
     async def _read_fenced(
@@ -577,10 +498,6 @@ class RedisLeadership(Leadership):
 
 def _parse_members(raw: Any) -> Members:
     return members_from_json(json.loads(raw)) if raw else {}
-
-
-def _changes(commit: Commit) -> bool:
-    return bool(commit.writes or commit.sends or commit.deadlines)
 
 
 def _redis_id(position: Position) -> bytes:
