@@ -238,3 +238,43 @@ async def test_deadlines_page_by_offset(backend: Backend, app: str, tables: Tabl
     first = await tables.due(TABLE, p, 5)
     rest = await tables.due(TABLE, p, 10, offset=5)
     assert [w for _, w in first + rest] == [float(i) for i in range(12)]
+
+
+async def test_a_read_commits_writes_only_on_partitions_we_hold(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    """A commit carried by a read: where the lock is ours, the writes are stored, the ids
+    acknowledged and the next entries read, in one step; a partition another executor
+    holds gets nothing stored, acknowledged or read, and is reported lost."""
+    ids0 = await delivered(backend, app, "a", 0, 2)
+    ids1 = await delivered(backend, app, "b", 1, 2)
+    p0, p1, c = part(app, 0), part(app, 1), coordination(backend, app)
+    await fill(backend.log, p0, 1)
+    await fill(backend.log, p1, 1)
+    commits = {
+        p0: Commit(ids=ids0, writes={TABLE: {b'"ada"': b"2"}}),
+        p1: Commit(ids=ids1, writes={TABLE: {b'"bob"': b"9"}}),
+    }
+    result, lost = await c.read_and_commit("a", CONSUMER, {p0: NEW, p1: NEW}, 10, commits)
+    assert lost == [p1] and result.lost == [p1]
+    assert [(p, len(entries)) for p, entries in result.entries] == [(p0, 1)]
+    assert await tables.get(TABLE, p0, [b'"ada"']) == [b"2"]
+    assert await tables.get(TABLE, p1, [b'"bob"']) == [None]
+    assert await pending(c, "a", p0) == [xid for xid, _ in result.entries[0][1]]
+    assert await pending(c, "b", p1) == ids1
+
+
+async def test_a_read_carries_ids_and_writes_of_partitions_side_by_side(
+    backend: Backend, app: str, tables: TableStore
+) -> None:
+    """One partition's ids alone and another's writes with theirs, in one read that reads
+    neither: both acknowledged, the writes stored."""
+    ids0 = await delivered(backend, app, "a", 0, 2)
+    ids1 = await delivered(backend, app, "a", 1, 2)
+    p0, p1, c = part(app, 0), part(app, 1), coordination(backend, app)
+    commits = {p0: Commit(ids=ids0), p1: Commit(ids=ids1[:1], writes={TABLE: {b"k": b"1"}})}
+    result, lost = await c.read_and_commit("a", CONSUMER, {}, 10, commits)
+    assert (result.entries, result.lost, lost) == ([], [], [])
+    assert await pending(c, "a", p0) == []
+    assert await pending(c, "a", p1) == ids1[1:]
+    assert await tables.get(TABLE, p1, [b"k"]) == [b"1"]

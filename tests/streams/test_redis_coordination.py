@@ -13,6 +13,7 @@ import redis
 from runnel.exceptions import TransportError
 from runnel.store.coordination import Member, Members
 from runnel.store.log import NEW, PENDING, PartitionId
+from runnel.store.state import Commit
 from runnel_redis import keys, resp
 from runnel_redis.transport import RedisTransport
 from tests.support.apps import HANG_GUARD, eventually
@@ -208,3 +209,22 @@ async def test_read_errors_keep_the_redis_error(
     with pytest.raises(redis.ResponseError, match="NOGROUP") as raised:
         await c.read("a", CONSUMER, {key: NEW}, 10)
     assert isinstance(raised.value, TransportError)
+
+
+async def test_a_read_commits_after_the_server_forgot_the_script(
+    transport: RedisTransport, app_name: str, redis_client: redis.Redis
+) -> None:
+    """A commit rides in the read's transaction by EVALSHA: a server that no longer knows
+    the script (restarted, SCRIPT FLUSH) runs the rest of the transaction, and the commit
+    is then sent whole on its own, so that the writes and acknowledgements still land."""
+    c = coordination(transport, app_name)
+    [k0] = await _partitions_with_entries(transport, app_name, 1)
+    assert await c.acquire("a", [0], 30_000) == {0}
+    first = await c.read("a", CONSUMER, {k0: NEW}, 2)
+    ids = [xid for xid, _ in first.entries[0][1]]
+    redis_client.script_flush()
+    commit = Commit(ids=ids, writes={"totals": {b"k": b"7"}})
+    result, lost = await c.read_and_commit("a", CONSUMER, {k0: NEW}, 10, {k0: commit})
+    assert lost == [] and [len(e) for _, e in result.entries] == [1]
+    assert pending_ids(redis_client, k0, GROUP) == [result.entries[0][1][0][0]]
+    assert redis_client.hget(c.table_key("totals", k0), b"k") == b"7"

@@ -11,6 +11,7 @@ from runnel import App
 from runnel.processing.acks import Acknowledger, Acks
 from runnel.store.log import PartitionId
 from runnel.stream import Stream
+from runnel.tables.partition import PartitionState
 from tests.support.processing import OUTAGE, Log, processor_of, stats_of, until
 
 
@@ -113,3 +114,33 @@ async def test_drain_waits_for_a_send_in_flight(app: App, stream: Stream) -> Non
     a0.done()  # that send completed
     assert await draining is True
     assert taken == [b"1-0"] and log.acked == {a0.key: [b"2-0"]}
+
+
+async def test_table_writes_wait_for_a_read_carrying_their_partitions(
+    app: App, stream: Stream
+) -> None:
+    """Two sends of one partition's table writes, on two connections, could be applied in
+    either order, an older value stored over a newer one: while a read carries a
+    partition's writes, the acknowledger leaves that partition alone, and sends what it
+    recorded meanwhile once the read is done."""
+    counts = app.table("counts", source=stream, default=0)
+    store = app.store.table_store(app.name)
+    assert store is not None
+    log = Log()
+    acknowledger, (a0, _), _ = wire(app, stream, log)
+    a0.state = PartitionState(stream.partitions[0], [counts], store, "proc", 100)
+    a0.commits_ride = True
+    a0.add(b"1-0")
+    assert a0.rides
+    carried = a0.take()  # a read carrying it, in flight
+    a0.add(b"2-0")
+    assert not a0.rides, "a second read may not carry the partition either"
+    a0.nudge()
+    running = asyncio.create_task(acknowledger.run())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert log.acked == {}, "the acknowledger sent while the read was in flight"
+    a0.done()  # the read came back
+    a0.committed(carried)
+    await until(lambda: log.acked == {a0.key: [b"2-0"]})
+    running.cancel()

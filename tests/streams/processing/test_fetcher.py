@@ -15,7 +15,7 @@ from runnel.processing.inbox import Inbox
 from runnel.store.log import NEW, PENDING, PartitionId
 from runnel.stream import Stream
 from runnel.types import Event
-from tests.support.processing import OUTAGE, Log, processor_of, stats_of, until
+from tests.support.processing import OUTAGE, Log, Ping, processor_of, stats_of, until
 
 
 async def noop(events):  # type: ignore[no-untyped-def]
@@ -195,3 +195,47 @@ async def test_a_read_carries_finished_ids_only_where_the_lock_is_ours(
     assert any(p1 in carried for carried in log.carried)
     run.fetcher.stop()
     await task
+
+
+async def test_a_lane_reads_its_partitions_together_once_their_consumers_ran(
+    app: App, log: Log
+) -> None:
+    """Two partitions of one lane out of step (one inbox full at the first read): the lane
+    lets the consumer it just fed run before it reads again, so the next reads take both
+    partitions at once, rather than each alone in turn (twice the reads for as much)."""
+    four = app.stream("four", record=Ping, partition_by="key", partition_count=4)
+    run = Running(app, four, log, capacity=4)
+    p0, p2 = run.inboxes[0], run.inboxes[2]  # lane 0
+    for box in run.inboxes:
+        box.position = NEW
+    for box in (p0, p2):
+        log.append(box.partition.id, *[b"x"] * 40)
+    p2.put([Event(p2.partition, b"0-%d" % n, {b"data": b"x"}, group="proc") for n in range(4)])
+    read = log.read
+    taken: list[set[int]] = []
+    got0: list[Event] = []
+    got2: list[Event] = []
+    consumers: list[asyncio.Task[None]] = []
+
+    async def consume(box: Inbox, got: list[Event]) -> None:
+        while len(got) < 24:  # what a consumer does: all that is buffered, then wait
+            assert await box.wait()
+            while box.items:
+                got.append(box.pop())
+
+    async def recording(positions, count):  # type: ignore[no-untyped-def]
+        taken.append({p.number for p in positions if p.number % 2 == 0})
+        if not consumers:  # from the first read on: p2's consumer drains it meanwhile
+            consumers.append(asyncio.create_task(consume(p0, got0)))
+            consumers.append(asyncio.create_task(consume(p2, got2)))
+        return await read(positions, count)
+
+    log.read = recording  # type: ignore[method-assign]
+    task = asyncio.create_task(run.fetcher.run())
+    await until(lambda: len(consumers) == 2)
+    await asyncio.gather(*consumers)
+    run.fetcher.stop()
+    await task
+    lane = [t for t in taken if t]
+    assert lane[0] == {0}, "p2's inbox was full at the first read"
+    assert all(t == {0, 2} for t in lane[1:5]), lane

@@ -49,15 +49,12 @@ from runnel_redis.cluster_calls import (
     then_wait as _then_wait,
 )
 from runnel_redis.cluster_log import ClusterLog
+from runnel_redis.commits import CAP, RELAYED, TARGET, commit_arguments
 from runnel_redis.coordination import (
-    CAP,
-    RELAYED,
-    TARGET,
     RedisCoordination,
     RedisLeadership,
     _add_entries,
     _redis_id,
-    commit_arguments,
 )
 from runnel_redis.errors import user_of
 from runnel_redis.jobs import RedisJobStore
@@ -412,6 +409,19 @@ class ClusterCoordination(RedisCoordination):
         """:meth:`ack`, then :meth:`read`: a transaction cannot span slots, and each
         script call here fences its own partition already."""
         return await Coordination.read_and_ack(self, owner, consumer, positions, count, ids)
+
+    commits_ride = False  # the commit and the read go to their slots one after the other
+
+    async def read_and_commit(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        commits: Mapping[PartitionId, Commit],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """:meth:`commit`, then :meth:`read` (see :meth:`read_and_ack`)."""
+        return await Coordination.read_and_commit(self, owner, consumer, positions, count, commits)
 
     async def ack(
         self, owner: str, ids: Mapping[PartitionId, Sequence[bytes]]

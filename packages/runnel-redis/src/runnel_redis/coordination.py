@@ -7,11 +7,11 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
 from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.exceptions import StoreFull
@@ -28,87 +28,9 @@ from runnel.store.coordination import (
 from runnel.store.log import PartitionId, Position
 from runnel.store.state import Commit
 from runnel_redis import resp, scripts
+from runnel_redis.commits import changes, commit_arguments
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.seam import guarded
-
-
-def commit_arguments(
-    coordination: RedisCoordination,
-    partitions: Sequence[PartitionId],
-    commits: Mapping[PartitionId, Commit],
-    outbox: Callable[[PartitionId], str] | None = None,
-    pack: bool = False,
-) -> tuple[list[str], list[resp.Arg], int]:
-    """KEYS and ARGV (after owner and group) of lua/commit.lua for these partitions, and
-    how many arguments ARGV counts. With ``pack``, the values a table stores are in ARGV
-    packed already, one :class:`~runnel_redis.resp.Packed` per table (for
-    :func:`~runnel_redis.resp.bulks`).
-
-    Outputs go to their streams, or with ``outbox`` (a Redis Cluster, where they are in
-    other slots) to the committing partition's outbox, naming stream and cap in two
-    fields of their own (:data:`TARGET`, :data:`CAP`) for :func:`relay_arguments`."""
-    keys: list[str] = []
-    args: list[resp.Arg] = []
-    count = 0  # what packed arguments stand for beyond themselves
-    targets: dict[str, int] = {}
-    tables = {
-        p: list(dict.fromkeys([*commits[p].writes, *commits[p].deadlines])) for p in partitions
-    }
-    first_target = 1 + sum(2 + 2 * len(tables[p]) for p in partitions)
-    for p in partitions:
-        commit = commits[p]
-        keys += (coordination.lock_key(p), coordination.key_of(p))
-        args += (len(tables[p]), len(commit.ids), *commit.ids)
-        for table in tables[p]:
-            keys += (coordination.table_key(table, p), coordination.deadlines_key(table, p))
-            values = commit.writes.get(table, {})
-            dels: list[bytes] = []
-            sets = cast(Mapping[bytes, bytes], values)  # unless it deletes keys:
-            if None in values.values():
-                dels = [k for k, v in values.items() if v is None]
-                sets = {k: v for k, v in values.items() if v is not None}
-            args.append(len(sets))
-            if pack and sets:
-                args.append(resp.pairs(sets))
-                count += 2 * len(sets) - 1
-            else:
-                args += chain.from_iterable(sets.items())
-            args.append(len(dels))
-            args += dels
-            whens = commit.deadlines.get(table, {})
-            scored = [(k, w) for k, w in whens.items() if w is not None]
-            dropped = [k for k, w in whens.items() if w is None]
-            args.append(len(scored))
-            for key, when in scored:
-                args += (repr(float(when)), key)
-            args += (len(dropped), *dropped)
-        args.append(len(commit.sends))
-        for sends in commit.sends:
-            args += (len(sends.ids), *sends.ids, len(sends.outputs))
-            for target, fields, cap in sends.outputs:
-                stream = coordination.key_of(target)
-                if outbox is not None:
-                    where = outbox(p)
-                    relayed = coordination.layout.relayed(*target)
-                    extra: list[resp.Arg] = [TARGET, stream, RELAYED, relayed, CAP, cap or b""]
-                    cap = None
-                else:
-                    where, extra = stream, []
-                index = targets.get(where)
-                if index is None:
-                    index = targets[where] = first_target + len(targets)
-                args += (index, cap if cap else b"", len(fields) + len(extra) // 2, *extra)
-                for item in fields.items():
-                    args += item
-    return keys + list(targets), args, len(args) + count
-
-
-TARGET = b"\x00to"
-RELAYED = b"\x00relayed"
-CAP = b"\x00cap"
-"""The fields of an outbox entry that name where it goes (never a record's field: those
-are names, not starting with a NUL byte)."""
-
 
 ADMIN_TTL_MS = 10_000
 ADMIN_WAIT = 0.05
@@ -318,18 +240,54 @@ class RedisCoordination(Coordination):
         or our own heartbeat renewing a lock in between) is tried again without the lost
         ones; acknowledgements still unsent after that go through FENCED_ACK_MANY.
         """
+        acking = {p: xids for p, xids in ids.items() if xids}
+        return await self._read_fenced(owner, consumer, positions, count, acking, {})
+
+    commits_ride = True
+
+    async def read_and_commit(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        commits: Mapping[PartitionId, Commit],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """:meth:`read_and_ack` with table writes: a partition's COMMIT (which checks its
+        lock again itself) is queued in the same transaction, before the read, in place of
+        its XACK:
+
+        ``WATCH locks; EVAL CHECK_LOCKS; MULTI; EVALSHA COMMIT ...; XREADGROUP ...; EXEC``
+        """
+        acking = {p: c.ids for p, c in commits.items() if c.ids and not changes(c)}
+        committing = {p: c for p, c in commits.items() if changes(c)}
+        return await self._read_fenced(owner, consumer, positions, count, acking, committing)
+
+    async def _read_fenced(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        acking: dict[PartitionId, Sequence[bytes]],
+        committing: dict[PartitionId, Commit],
+    ) -> tuple[ReadResult, list[PartitionId]]:
         result = ReadResult()
         unacked: list[PartitionId] = []
         reading = {p: _redis_id(position) for p, position in positions.items()}
-        acking = {p: xids for p, xids in ids.items() if xids}
         for _ in range(READ_ATTEMPTS):
-            if not reading and not acking:
+            if not reading and not acking and not committing:
                 break
-            fenced = list(dict.fromkeys([*reading, *acking]))
+            fenced = list(dict.fromkeys([*reading, *acking, *committing]))
             try:
-                held, reply = await self._checked_read(owner, consumer, reading, count, acking)
+                held, reply, sent = await self._checked_read(
+                    owner, consumer, reading, count, acking, committing
+                )
             except StoreFull:
-                # A full Redis refuses the whole transaction: each half on its own.
+                # A full Redis refuses the whole transaction: each part on its own.
+                if committing:
+                    unacked += await self.commit(owner, committing)
+                    committing = {}
                 if acking:
                     unacked += await self.ack(owner, acking)
                     acking = {}
@@ -337,14 +295,23 @@ class RedisCoordination(Coordination):
                     break
                 fenced = list(reading)
                 held, reply = await self._read_when_full(owner, consumer, reading, count)
+                sent = []
             lost = [p for p, ok in zip(fenced, held, strict=True) if not ok]
             result.lost += [p for p in lost if p in reading]
-            unacked += [p for p in lost if p in acking]
+            unacked += [p for p in lost if p in acking or p in committing]
             if reply is not None:
+                if sent is None:  # the server did not know the script: sent whole now
+                    sent = await self.commit(
+                        owner, {p: c for p, c in committing.items() if p not in lost}
+                    )
+                unacked += sent
                 return _add_entries(result, reply, self._partitions, skip=lost), unacked
             for p in lost:
                 reading.pop(p, None)
                 acking.pop(p, None)
+                committing.pop(p, None)
+        if committing:
+            unacked += await self.commit(owner, committing)
         if acking:
             unacked += await self.ack(owner, acking)
         return result, unacked  # the fetcher reads again
@@ -356,15 +323,20 @@ class RedisCoordination(Coordination):
         positions: Mapping[PartitionId, bytes],
         count: int,
         acks: Mapping[PartitionId, Sequence[bytes]] | None = None,
-    ) -> tuple[list[int], Any]:
-        """The held flags (of the partitions read, then of those only acknowledged), and
-        XREADGROUP's reply ([] with nothing read; None when Redis refused the EXEC).
+        commits: Mapping[PartitionId, Commit] | None = None,
+    ) -> tuple[list[int], Any, list[PartitionId] | None]:
+        """The held flags (of the partitions read, then of those only acknowledged, then
+        of those committed), XREADGROUP's reply ([] with nothing read; None when Redis
+        refused the EXEC), and the partitions the commit found lost (none, unless a lock
+        expired in between: the check found them ours; None when the server did not know
+        the script, so that nothing of the commit applied while the rest ran).
 
-        Any error reply means the transaction may have run unfenced or not at all, so it
-        is raised: the fetcher then reads the partitions' pending entries again, through
-        the fence, and the acknowledgements are sent again."""
+        Any other error reply means the transaction may have run unfenced or not at all,
+        so it is raised: the fetcher then reads the partitions' pending entries again,
+        through the fence, and the acknowledgements and writes are sent again."""
         acks = acks or {}
-        fenced = list(dict.fromkeys([*positions, *acks]))
+        commits = commits or {}
+        fenced = list(dict.fromkeys([*positions, *acks, *commits]))
         n = len(fenced)
         locks = self._locks_of(fenced)
         check = self._eval_check_locks
@@ -373,6 +345,10 @@ class RedisCoordination(Coordination):
             resp.header(3 + len(xids)) + _XACK + self._streams([p]) + group + resp.arguments(xids)
             for p, xids in acks.items()
         ]
+        if commits:
+            keys, args, count_args = commit_arguments(self, list(commits), commits, pack=True)
+            packed_args = self._bulk(owner) + group + resp.bulks(args)
+            queued.append(self._commit.command(keys, 2 + count_args, packed_args))
         if positions:
             queued.append(
                 resp.header(7 + 2 * len(positions))
@@ -399,17 +375,25 @@ class RedisCoordination(Coordination):
         if scripts.refuses_flags(replies[1]) and check == _EVAL_CHECK_LOCKS:
             # Redis 6.2: no script flags (another lane's read may have found out first)
             self._eval_check_locks = _EVAL_CHECK_LOCKS_PLAIN
-            return await self._checked_read(owner, consumer, positions, count, acks)
+            return await self._checked_read(owner, consumer, positions, count, acks, commits)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         held, executed = replies[1], replies[-1]
         if executed is None:
-            return held, None
+            return held, None, []
+        lost: list[PartitionId] | None = []
+        if commits:
+            found = executed[len(acks)]
+            if isinstance(found, NoScriptError):
+                lost, executed = None, [r for r in executed if r is not found]
+            elif not isinstance(found, Exception):
+                partitions = list(commits)
+                lost = [partitions[i - 1] for i in found]  # expired meanwhile
         for reply in executed:
-            if isinstance(reply, Exception):  # e.g. NOGROUP, raised inside the transaction
-                raise reply
-        return held, executed[-1] if positions else []
+            if isinstance(reply, Exception):
+                raise reply  # e.g. NOGROUP, raised inside the transaction
+        return held, executed[-1] if positions else [], lost
 
     async def _read_when_full(
         self, owner: str, consumer: str, positions: Mapping[PartitionId, bytes], count: int

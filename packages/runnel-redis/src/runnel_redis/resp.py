@@ -106,6 +106,12 @@ class Script:
             replies = await exchange(self.client, head + self._eval + tail, 1 + more)
         return replies
 
+    def command(self, keys: Sequence[Arg], count: int, args: bytes) -> bytes:
+        """The EVALSHA call with ``count`` arguments packed already, to send among other
+        commands (a MULTI's: if the server does not know the script, that call alone fails
+        with NOSCRIPT, and the caller sends it again through :meth:`packed`)."""
+        return header(3 + len(keys) + count) + self._evalsha + arguments((len(keys), *keys)) + args
+
     async def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
         return await self.packed(keys, len(args), arguments(args))
 

@@ -187,6 +187,8 @@ class MemoryCoordination(Coordination):
                     ack(group, xids)
         return lost
 
+    commits_ride = True  # in-process: committing before a read costs no round trip
+
     async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         store = self.server
         lost = []

@@ -110,20 +110,25 @@ class Acks:
         self.sends: list[Sends] = []  # what iterations sent, each with its first id
         self.draining = False  # the consumer sends the rest itself; the acknowledger keeps off
         self.batch = 1  # ids that wake the acknowledger; fewer wait for a read or a nudge
+        self.commits_ride = False
+        """Whether the store commits table writes in a read (then they wait for one, as
+        ids alone do): ``Coordination.commits_ride``."""
         self._send = send
         self._lost = lost
         self._wake = wake
         self._sending = 0
+        self.deferred = False  # the acknowledger found us busy: wake it when done
         self._idle = asyncio.Event()  # set while no send of ours is in flight
         self._idle.set()
 
     def add(self, xid: bytes) -> None:
         r"""Record a finished event (and seal its changes); the acknowledger sends it soon:
         at once when it is the first, or (with :attr:`batch` above 1, a partition without
-        tables) once ``batch`` ids are waiting or the consumer :meth:`nudge`\ s, unless
-        the partition's next read takes them first."""
+        tables or whose table writes ride with reads) once ``batch`` ids are waiting or
+        the consumer :meth:`nudge`\ s, unless the partition's next read takes them first."""
         state = self.state
-        if not self.ids and not self.sends and (self.batch == 1 or state is not None):
+        rides = state is None or self.commits_ride
+        if not self.ids and not self.sends and (self.batch == 1 or not rides):
             self._wake(self)
         if state is not None and state.changed:
             state.seal()  # raises (and seals nothing) on a value that cannot be encoded
@@ -132,7 +137,7 @@ class Acks:
                 self.sends.append(Sends([xid], outputs))
                 return
         self.ids.append(xid)
-        if len(self.ids) == self.batch and state is None:
+        if len(self.ids) == self.batch and rides:
             self._wake(self)
 
     def nudge(self) -> None:
@@ -143,15 +148,22 @@ class Acks:
 
     @property
     def rides(self) -> bool:
-        """Whether a read may carry what is recorded: ids only (no table writes or
-        outputs, nothing given back), and no drain under way."""
+        """Whether a read may carry what is recorded: ids, with the table writes of their
+        iterations where the store commits those in a read (no outputs, nothing given
+        back), and no drain under way."""
         return (
             bool(self.ids)
             and not self.sends
             and not self.draining
-            and self.state is None
+            and (self.state is None or (self.commits_ride and not self._sending))
             and not self._back.changes
         )
+
+    @property
+    def busy(self) -> bool:
+        """Whether a send of table writes is in flight: the next must wait for it, or an
+        older value could be stored over a newer one (two sends, two connections)."""
+        return self.state is not None and self._sending > 0
 
     @property
     def waiting(self) -> bool:
@@ -192,6 +204,10 @@ class Acks:
         self._sending -= 1
         if not self._sending:
             self._idle.set()
+            if self.deferred:  # the acknowledger passed us by meanwhile
+                self.deferred = False
+                if self.waiting and not self.draining:
+                    self._wake(self)
 
     async def flush(self) -> bool | None:
         """Send what is recorded now: True once acknowledged, False if the partition is
@@ -256,10 +272,13 @@ class Acknowledger:
             await self._wake.wait()
             self._wake.clear()
             waiting, self._waiting = self._waiting, {}
+            for acks in waiting.values():
+                if acks.busy:  # a read carries its writes: sent once that is done
+                    acks.deferred = True
             taken = {
                 key: (acks, acks.take())
                 for key, acks in waiting.items()
-                if acks.waiting and not acks.draining
+                if acks.waiting and not acks.draining and not acks.busy
             }
             if not taken:
                 continue

@@ -134,6 +134,7 @@ class Executor:
         state = self._state_for(partition)
         acks = Acks(partition.id, stats, self._ack, self.lost, self.acknowledger.wake, state)
         acks.batch = self.processor.prefetch_count
+        acks.commits_ride = self.coordination.commits_ride
         inbox.acks = acks  # the partition's reads carry its acknowledgements
         return Consumer(
             self.processor,

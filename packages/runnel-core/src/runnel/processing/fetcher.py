@@ -17,6 +17,7 @@ from runnel.runtime.retry import (
     retrying,
 )
 from runnel.store.log import NEW, PartitionId, Position
+from runnel.store.state import Commit
 from runnel.types import Event, Partition
 
 if TYPE_CHECKING:
@@ -49,6 +50,16 @@ class Source(Protocol):
     ) -> tuple[ReadResult, list[PartitionId]]:
         """Acknowledge ``ids`` and read, fenced as :meth:`read`; the partitions whose ids
         were not acknowledged (lost)."""
+        ...
+
+    async def read_and_commit(
+        self,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        commits: Mapping[PartitionId, Commit],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """Commit ``commits`` (table writes with their ids) and read, fenced as
+        :meth:`read`; the partitions whose commits were not applied (lost)."""
         ...
 
     async def last_delivered(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, bytes]:
@@ -87,6 +98,16 @@ class StoreSource:
     ) -> tuple[ReadResult, list[PartitionId]]:
         return await self.coordination.read_and_ack(
             self.owner, self.consumer, positions, count, ids
+        )
+
+    async def read_and_commit(
+        self,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        commits: Mapping[PartitionId, Commit],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        return await self.coordination.read_and_commit(
+            self.owner, self.consumer, positions, count, commits
         )
 
     async def last_delivered(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, bytes]:
@@ -161,10 +182,11 @@ class Fetcher:
 
 
 def _carried(inboxes: Mapping[PartitionId, Inbox]) -> dict[PartitionId, tuple[Acks, Pending]]:
-    """The finished events a read acknowledges on its way: each partition's recorded ids,
-    taken from its :class:`~runnel.processing.acks.Acks` (which then counts them as in
-    flight, so a drain waits for them). Sending them with the read costs Redis no check
-    and no round trip of their own."""
+    """The finished events a read acknowledges on its way: each partition's recorded ids
+    (and the table writes their iterations made, where the store commits them in the
+    read), taken from its :class:`~runnel.processing.acks.Acks` (which then counts them as
+    in flight, so a drain waits for them). Sending them with the read costs Redis no
+    check and no round trip of their own."""
     carried = {}
     for key, box in inboxes.items():
         acks = box.acks
@@ -217,7 +239,10 @@ class _Lane:
             count = max(inboxes[key].capacity for key in wanted)
             carried = _carried(inboxes)
             try:
-                if carried:
+                if any(pending.changes for _, pending in carried.values()):
+                    commits = {key: pending.commit() for key, (_, pending) in carried.items()}
+                    result, unacked = await self.source.read_and_commit(wanted, count, commits)
+                elif carried:
                     ids = {key: pending.ids for key, (_, pending) in carried.items()}
                     result, unacked = await self.source.read_and_ack(wanted, count, ids)
                 else:
@@ -260,6 +285,11 @@ class _Lane:
                 if entries:
                     got = True
                     await self._deliver(box, entries)
+            if got:
+                # Let the consumers just fed run first: the next read then takes these
+                # partitions again with the rest, rather than the rest alone now and these
+                # alone next (a lane's reads would split in two halves that take turns).
+                await asyncio.sleep(0)
             if got or history or fetcher.stopping:
                 continue
             if any(box.wants_more for key, box in self._inboxes().items() if key not in wanted):

@@ -174,6 +174,25 @@ class Coordination(abc.ABC):
         result = await self.read(owner, consumer, positions, count) if positions else ReadResult()
         return result, lost
 
+    commits_ride = False
+    """Whether :meth:`read_and_commit` commits in the read's own exchange, so that a
+    partition's table writes may wait for its next read rather than go on their own."""
+
+    async def read_and_commit(
+        self,
+        owner: str,
+        consumer: str,
+        positions: Mapping[PartitionId, Position],
+        count: int,
+        commits: Mapping[PartitionId, Commit],
+    ) -> tuple[ReadResult, list[PartitionId]]:
+        """:meth:`commit` ``commits``, then :meth:`read`: the read, and the partitions
+        whose commits were not applied (lost). A store that can (:attr:`commits_ride`)
+        fences both with one check, in one exchange."""
+        lost = await self.commit(owner, commits) if commits else []
+        result = await self.read(owner, consumer, positions, count) if positions else ReadResult()
+        return result, lost
+
     async def commit(self, owner: str, commits: Mapping[PartitionId, Commit]) -> list[PartitionId]:
         """Apply each partition's :class:`~runnel.store.state.Commit` (its acknowledgements,
         its table writes and its outputs together, all or none) on the partitions we
