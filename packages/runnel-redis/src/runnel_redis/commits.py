@@ -5,14 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from runnel.store.log import PartitionId
 from runnel.store.state import Commit
 from runnel_redis import resp
 
 if TYPE_CHECKING:
-    from runnel_redis.coordination import RedisCoordination
+    from runnel_redis.layout import KeyLayout
+
+
+class CommitKeys(Protocol):
+    """The keys a commit names, as a partition's coordination spells them (a protocol,
+    so that this module does not import the coordination that imports it)."""
+
+    layout: KeyLayout
+
+    def key_of(self, partition: PartitionId) -> str: ...
+    def lock_key(self, partition: PartitionId) -> str: ...
+    def table_key(self, table: str, partition: PartitionId) -> str: ...
+    def deadlines_key(self, table: str, partition: PartitionId) -> str: ...
+
 
 __all__ = ["CAP", "RELAYED", "TARGET", "changes", "commit_arguments"]
 
@@ -23,7 +36,7 @@ def changes(commit: Commit) -> bool:
 
 
 def commit_arguments(
-    coordination: RedisCoordination,
+    coordination: CommitKeys,
     partitions: Sequence[PartitionId],
     commits: Mapping[PartitionId, Commit],
     outbox: Callable[[PartitionId], str] | None = None,
