@@ -15,7 +15,7 @@ from runnel import logs
 from runnel.commands import failure, load, load_plugins, not_shared, plugin_option
 from runnel.exceptions import AccessDenied, RunnelError
 from runnel.jobs.queues import choose
-from runnel.runtime.heap import pause_collections, resume_collections
+from runnel.runtime.heap import collections_paused, resume_collections
 from runnel.runtime.supervisor import REFUSED
 
 if TYPE_CHECKING:
@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     help="Address the metrics are served on (default: the metrics_host setting, 0.0.0.0).",
 )
 @plugin_option
+@collections_paused  # until the worker runs (runnel.runtime.heap)
 def worker(
     target: str,
     processors: str | None,
@@ -105,40 +106,6 @@ def worker(
     A first signal stops gracefully (in-flight events and jobs finish, within the grace
     period, and are acknowledged); a second one stops at once.
     """
-    pause_collections()  # until the worker runs (runnel.runtime.heap)
-    try:
-        _worker(
-            target,
-            processors,
-            no_processors,
-            jobs,
-            concurrency,
-            queues,
-            processes,
-            log_level,
-            log_format,
-            metrics_port,
-            metrics_host,
-            plugins,
-        )
-    finally:
-        resume_collections()  # a worker that never ran (an error, --processes)
-
-
-def _worker(
-    target: str,
-    processors: str | None,
-    no_processors: bool,
-    jobs: bool,
-    concurrency: int | None,
-    queues: str | None,
-    processes: int,
-    log_level: str | None,
-    log_format: str | None,
-    metrics_port: int | None,
-    metrics_host: str | None,
-    plugins: tuple[str, ...],
-) -> None:
     from runnel.app import App  # here: imported with the collector paused
 
     load_plugins(plugins)

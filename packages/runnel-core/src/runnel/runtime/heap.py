@@ -10,7 +10,13 @@ freezing that start-up heap (``frozen_heap``), so that no pass ever walks it.
 
 from __future__ import annotations
 
+import functools
 import gc
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _paused = False
 
@@ -29,3 +35,18 @@ def resume_collections() -> None:
     if _paused:
         _paused = False
         gc.enable()
+
+
+def collections_paused(command: Callable[P, T]) -> Callable[P, T]:
+    """Run ``command`` with collections paused, and resumed when it returns if nothing
+    resumed them before (a worker that never ran: an error, or ``--processes``)."""
+
+    @functools.wraps(command)
+    def paused(*args: P.args, **kwargs: P.kwargs) -> T:
+        pause_collections()
+        try:
+            return command(*args, **kwargs)
+        finally:
+            resume_collections()
+
+    return paused
