@@ -355,14 +355,12 @@ async def test_clearing_all_of_a_table_reaches_the_partitions_it_was_built_with(
     await app.aclose()
 
 
-async def test_a_small_cache_evicts_committed_values_and_counts_stay_exact(
-    app_name: str, store_url: str
-) -> None:
-    """``table_cache_size`` bounds the values a worker keeps per table, over all the
-    partitions it owns; evicted keys are read again from the store, so nothing is lost."""
+def cache_watched(app_name: str, store_url: str, cache_size: int) -> tuple[Any, ...]:
+    """A count per customer over 4 partitions with a cache of ``cache_size`` values: the
+    app, stream and table, the budget each event saw, and how many values it caches now."""
     from runnel.tables.base import current
 
-    app = shop(app_name, store_url, table_cache_size=8)
+    app = shop(app_name, store_url, table_cache_size=cache_size)
     orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
     counts = app.table("counts", source=orders, default=0)
     budgets: list[Any] = []
@@ -377,6 +375,16 @@ async def test_a_small_cache_evicts_committed_values_and_counts_stay_exact(
 
     def cached() -> int:
         return sum(len(v.values) for v in budgets[-1].views)
+
+    return app, orders, counts, budgets, cached
+
+
+async def test_a_small_cache_evicts_committed_values_and_counts_stay_exact(
+    app_name: str, store_url: str
+) -> None:
+    """``table_cache_size`` bounds the values a worker keeps per table, over all the
+    partitions it owns; evicted keys are read again from the store, so nothing is lost."""
+    app, orders, counts, budgets, cached = cache_watched(app_name, store_url, 8)
 
     sent = [Order(customer=f"c{i % 60}", amount=i) for i in range(1200)]
     async with run(app, store=store_url) as t:
@@ -432,23 +440,7 @@ async def test_a_churned_cache_takes_the_memory_of_its_keys_not_twice(
     import sys
     from collections import OrderedDict
 
-    from runnel.tables.base import current
-
-    app = shop(app_name, store_url, table_cache_size=2000)
-    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
-    counts = app.table("counts", source=orders, default=0)
-    budgets: list[Any] = []
-
-    @app.processor(orders)
-    async def tally(events: Any) -> None:
-        async for order in events.records():
-            counts[order.customer] += 1
-            state = current.get()
-            assert state is not None
-            budgets.append(state.views["counts"].budget)
-
-    def cached() -> int:
-        return sum(len(v.values) for v in budgets[-1].views)
+    app, orders, counts, budgets, cached = cache_watched(app_name, store_url, 2000)
 
     sent = [Order(customer=f"c{i}", amount=i) for i in range(8000)]  # 4 times the cache
     async with run(app, store=store_url) as t:
