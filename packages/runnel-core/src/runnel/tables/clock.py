@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 META = RawKey(b"\x00meta")
 """The key of a partition's clock in its table (never a stream key: those are JSON)."""
 
+EMPTY = KeyWindows()
+"""A key with no windows."""
+
 CLOSE_BATCH = 1000
 """At most this many keys have their windows closed per iteration; more wait for the next
 (nothing changes in a window past its close, so waiting changes no result)."""
@@ -70,6 +73,9 @@ class Windowed(Protocol):
 
     @property
     def expires(self) -> float: ...
+
+    @property
+    def default(self) -> Any: ...
 
     @property
     def late_stream(self) -> Sink | None: ...
@@ -122,6 +128,24 @@ class Clock:
         value = self.view.values.get(key, ABSENT)
         return KeyWindows() if value is ABSENT else value
 
+    def change(self, key: Any, t: float, update: Any) -> None:
+        """Apply ``update`` to each open window of ``key`` that time ``t`` is in."""
+        view, table = self.view, self.table
+        values = view.values
+        kw = values.get(key, ABSENT)
+        if kw is ABSENT:
+            kw = EMPTY
+        meta = values.get(META)
+        shut = (meta.watermark if type(meta) is Meta else NEVER) - table.grace
+        new = table.kind.bump(kw, t, update, shut)
+        if new is not None:  # the usual case: a value changed, not the windows
+            view.write(key, new)
+            self.state.changed = True
+            return
+        new = table.kind.apply(kw, t, update, table.default, shut)
+        if new is not kw:
+            self.store(key, new, kw)
+
     def store(self, key: Any, kw: KeyWindows | None, before: KeyWindows | None = None) -> None:
         """A key's windows changed (None: it has none left); ``before``, what they were,
         when known: the deadline stays if only values changed."""
@@ -171,10 +195,16 @@ class Clock:
 
     def after_now(self, events: Sequence[Event]) -> bool:
         """Move the watermark; False when windows are due and :meth:`after` must run."""
-        meta = self.meta
+        meta = self.view.values.get(META)
+        if type(meta) is not Meta:
+            meta = Meta()
         if events:
-            time_of = self.time_of
-            latest = time_of(events[0]) if len(events) == 1 else max(map(time_of, events))
+            if len(events) == 1:
+                latest = self.times.get(events[0].xid)
+                if latest is None:
+                    latest = self.time_of(events[0])
+            else:
+                latest = max(map(self.time_of, events))
             if latest > meta.watermark:
                 meta = Meta(latest, meta.late)
                 self._set_meta(meta)

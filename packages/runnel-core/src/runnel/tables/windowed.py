@@ -21,7 +21,7 @@ import msgpack
 
 from runnel.exceptions import Misconfigured, TableError
 from runnel.record import Record
-from runnel.tables.base import _NOTHING, TableBase
+from runnel.tables.base import _NOTHING, TableBase, current
 from runnel.tables.clock import META, Clock, Meta
 from runnel.tables.codec import IMMUTABLE, ValueCodec, decode_key, encode_key
 from runnel.tables.partition import PartitionState
@@ -187,10 +187,19 @@ class WindowedTable(TableBase):
         return WindowedValue(self, clock, key, t, late)
 
     def __getitem__(self, key: Any) -> WindowedValue:
+        state = current.get()
+        if state is not None:  # the usual case: the key and the clock loaded, one event
+            clock = cast(Clock | None, state.clocks.get(self.name))
+            event = state.event
+            if clock is not None and event is not None:
+                values = clock.view.values
+                t = clock.times.get(event.xid)
+                if t is not None and key in values and META in values:
+                    return WindowedValue(self, clock, key, t, event.xid in clock.late)
         return self._at(key, None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(value, WindowedValue):
+        if type(value) is WindowedValue or isinstance(value, WindowedValue):
             return  # ``table[key] += 1`` applied it already
         self._at(key, None).set(value)
 
@@ -339,13 +348,8 @@ class WindowedValue:
 
     def update(self, change: Callable[[Any], Any]) -> None:
         """Apply ``change`` (old value -> new value) to each open window of this time."""
-        if self.late:
-            return
-        clock, table = self.clock, self.table
-        kw = clock.windows_of(self.key)
-        new = table.kind.apply(kw, self.time, change, table.default, clock.shut())
-        if new is not kw:
-            clock.store(self.key, new, kw)
+        if not self.late:
+            self.clock.change(self.key, self.time, change)
 
     def set(self, value: Any) -> None:
         self.update(lambda _: value)

@@ -112,6 +112,11 @@ class Kind:
         ending after ``shut`` (the watermark less the grace period) and not closed."""
         raise NotImplementedError
 
+    def bump(self, kw: KeyWindows, t: float, update: Update, shut: float) -> KeyWindows | None:
+        """:meth:`apply` in the usual case, where only a value changes (the same windows,
+        so the same deadline); None when it is not that case (then call :meth:`apply`)."""
+        return None
+
     # What a reader sees.
 
     def current(self, kw: KeyWindows, t: float, default: Any) -> Any:
@@ -206,6 +211,15 @@ class Tumbling(Hopping):
 
     def latest_end(self, t: float) -> float:
         return math.floor(t / self.step) * self.step + self.size
+
+    def bump(self, kw: KeyWindows, t: float, update: Update, shut: float) -> KeyWindows | None:
+        items = kw.items
+        if not items:
+            return None
+        start, end, value = items[-1]
+        if start != math.floor(t / self.step) * self.step or end <= kw.closed_upto or end <= shut:
+            return None  # not the key's latest window, or it is closed: apply() says
+        return KeyWindows((*items[:-1], (start, end, update(value))), kw.closed_upto)
 
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
