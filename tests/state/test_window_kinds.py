@@ -48,7 +48,10 @@ def run(kind: Kind, evs: Events, grace: float, expires: float | None = None) -> 
     expires = grace if expires is None else expires
     for t, amount in evs:
         if kind.latest_end(t) + grace > wm:  # not late
-            kw = kind.apply(kw or KeyWindows(), t, lambda v, a=amount: v + a, 0, wm - grace)
+            kw = kw or KeyWindows()
+            kw = kind.bump(kw, t, operator.add, amount, wm - grace) or kind.apply(
+                kw, t, lambda v, a=amount: v + a, 0, wm - grace
+            )
         wm = max(wm, t)
         if kw is not None:
             due = deadline(kind, kw, grace, expires)
@@ -108,6 +111,27 @@ def test_session(evs: Events, grace: int, gap: int) -> None:
 
 
 kinds = st.sampled_from([Tumbling(10), Hopping(60, 20), Sliding(10), Session(5)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, graces, st.sampled_from([Tumbling(10), Tumbling(0.1), Tumbling(60)]))
+def test_the_quick_change_of_a_tumbling_window_is_what_apply_makes(
+    evs: Events, grace: int, kind: Kind
+) -> None:
+    # A clock tries bump() first (the key's latest window, only its value changing).
+    kw, wm = KeyWindows(), -math.inf
+    for t, amount in evs:
+        t = t / 7  # times that are not multiples of the size
+        if kind.latest_end(t) + grace > wm:
+            new = kind.apply(kw, t, lambda v, a=amount: v + a, 0, wm - grace)
+            quick = kind.bump(kw, t, operator.add, amount, wm - grace)
+            if quick is not None:
+                assert quick == new and same_bounds(kw, quick)
+            kw = new
+        wm = max(wm, t)
+        due = deadline(kind, kw, grace, 60)
+        if due is not None and due <= wm:
+            kw = close(kind, kw, wm, grace, 60)[0] or KeyWindows()
 
 
 @settings(max_examples=300, deadline=None)

@@ -132,8 +132,8 @@ class Acks:
             self._wake(self)
         if state is not None and state.changed:
             state.seal()  # raises (and seals nothing) on a value that cannot be encoded
-            outputs = state.take_outputs()
-            if outputs:  # acknowledged with its outputs: appended only the first time
+            if state.outputs:  # acknowledged with its outputs: appended only the first time
+                outputs = state.take_outputs()
                 self.sends.append(Sends([xid], outputs))
                 return
         self.ids.append(xid)

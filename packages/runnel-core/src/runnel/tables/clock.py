@@ -18,7 +18,7 @@ table view's :attr:`~runnel.tables.partition.TableView.deadlines` and win over t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -128,8 +128,9 @@ class Clock:
         value = self.view.values.get(key, ABSENT)
         return KeyWindows() if value is ABSENT else value
 
-    def change(self, key: Any, t: float, update: Any) -> None:
-        """Apply ``update`` to each open window of ``key`` that time ``t`` is in."""
+    def change(self, key: Any, t: float, op: Callable[[Any, Any], Any], arg: Any) -> None:
+        """Make ``op(value, arg)`` the value of each open window of ``key`` that time ``t``
+        is in."""
         view, table = self.view, self.table
         values = view.values
         kw = values.get(key, ABSENT)
@@ -137,12 +138,12 @@ class Clock:
             kw = EMPTY
         meta = values.get(META)
         shut = (meta.watermark if type(meta) is Meta else NEVER) - table.grace
-        new = table.kind.bump(kw, t, update, shut)
+        new = table.kind.bump(kw, t, op, arg, shut)
         if new is not None:  # the usual case: a value changed, not the windows
             view.write(key, new)
             self.state.changed = True
             return
-        new = table.kind.apply(kw, t, update, table.default, shut)
+        new = table.kind.apply(kw, t, lambda value: op(value, arg), table.default, shut)
         if new is not kw:
             self.store(key, new, kw)
 

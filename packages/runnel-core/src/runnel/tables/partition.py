@@ -159,11 +159,10 @@ class TableView:
         return value
 
     def write(self, key: Any, value: Any) -> None:
-        undo = self.undo
+        undo, values = self.undo, self.values
         if key not in undo:
-            undo[key] = self.values.get(key, UNLOADED)
+            undo[key] = values.get(key, UNLOADED)
             self.undo_dirty[key] = self.dirty.get(key, CLEAN)
-        values = self.values
         values[key] = value
         values.move_to_end(key)
         self.dirty[key] = value
@@ -204,8 +203,9 @@ class TableView:
 
     def seal(self) -> None:
         """The iteration finished: its changes are no longer its own (see :meth:`take`)."""
-        self.undo.clear()
-        self.undo_dirty.clear()
+        if self.undo:
+            self.undo.clear()
+            self.undo_dirty.clear()
         if self.deadline_undo:
             self.due.update(dict.fromkeys(self.deadline_undo))
             self.deadline_undo.clear()
@@ -510,7 +510,8 @@ class PartitionState:
                 view.prepare()
         self.changed = False
         for view in views:
-            view.seal()
+            if view.undo or view.deadline_undo or view.late or view.closed:
+                view.seal()
 
     def take(self) -> tuple[int, TakenWrites, TakenDeadlines]:
         """What the finished iterations changed, encoded for a commit, with the number

@@ -71,7 +71,8 @@ class WindowsCodec(ValueCodec):
     def encode(self, value: Any) -> bytes:
         if isinstance(value, Meta):
             return msgpack.packb([0, value.watermark, value.late])
-        items = [[s, e, super(WindowsCodec, self).encode(v)] for s, e, v in value.items]
+        inner = ValueCodec.encode
+        items = [[s, e, inner(self, v)] for s, e, v in value.items]
         return msgpack.packb([1, value.closed_upto, items])
 
     def frozen(self, value: Any) -> bool:
@@ -322,9 +323,14 @@ class At:
             self.table._at(key, self.when).set(value)
 
 
+def _call(value: Any, change: Callable[[Any], Any]) -> Any:
+    return change(value)
+
+
 def _inplace(op: Callable[[Any, Any], Any]) -> Callable[[WindowedValue, Any], WindowedValue]:
     def apply(self: WindowedValue, other: Any) -> WindowedValue:
-        self.update(lambda value: op(value, other))
+        if not self.late:  # as update() does, one call less
+            self.clock.change(self.key, self.time, op, other)
         return self
 
     return apply
@@ -349,7 +355,7 @@ class WindowedValue:
     def update(self, change: Callable[[Any], Any]) -> None:
         """Apply ``change`` (old value -> new value) to each open window of this time."""
         if not self.late:
-            self.clock.change(self.key, self.time, change)
+            self.clock.change(self.key, self.time, _call, change)
 
     def set(self, value: Any) -> None:
         self.update(lambda _: value)

@@ -112,9 +112,12 @@ class Kind:
         ending after ``shut`` (the watermark less the grace period) and not closed."""
         raise NotImplementedError
 
-    def bump(self, kw: KeyWindows, t: float, update: Update, shut: float) -> KeyWindows | None:
-        """:meth:`apply` in the usual case, where only a value changes (the same windows,
-        so the same deadline); None when it is not that case (then call :meth:`apply`)."""
+    def bump(
+        self, kw: KeyWindows, t: float, op: Callable[[Any, Any], Any], arg: Any, shut: float
+    ) -> KeyWindows | None:
+        """:meth:`apply` of ``op(value, arg)`` in the usual case, where only a value
+        changes (the same windows, so the same deadline); None when it is not that case
+        (then call :meth:`apply`)."""
         return None
 
     # What a reader sees.
@@ -212,14 +215,18 @@ class Tumbling(Hopping):
     def latest_end(self, t: float) -> float:
         return math.floor(t / self.step) * self.step + self.size
 
-    def bump(self, kw: KeyWindows, t: float, update: Update, shut: float) -> KeyWindows | None:
+    def bump(
+        self, kw: KeyWindows, t: float, op: Callable[[Any, Any], Any], arg: Any, shut: float
+    ) -> KeyWindows | None:
         items = kw.items
         if not items:
             return None
         start, end, value = items[-1]
         if start != math.floor(t / self.step) * self.step or end <= kw.closed_upto or end <= shut:
             return None  # not the key's latest window, or it is closed: apply() says
-        return KeyWindows((*items[:-1], (start, end, update(value))), kw.closed_upto)
+        if len(items) == 1:
+            return KeyWindows(((start, end, op(value, arg)),), kw.closed_upto)
+        return KeyWindows((*items[:-1], (start, end, op(value, arg))), kw.closed_upto)
 
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
