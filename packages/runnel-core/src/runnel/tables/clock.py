@@ -99,6 +99,9 @@ class Clock:
         self.next_due = -math.inf
         """No deadline is before this (-inf: unknown, ask the store)."""
         self.times: dict[bytes, float] = {}
+        self.on_time = math.inf
+        self.on_time_at = NEVER
+        """An event time found on time at watermark :attr:`on_time_at` (later ones are too)."""
 
     # What the processor sees.
 
@@ -188,10 +191,15 @@ class Clock:
         table = self.table
         latest_end, event_time, grace = table.kind.latest_end, table.time_of, table.grace
         watermark = meta.watermark if type(meta) is Meta else NEVER
+        on_time = self.on_time if self.on_time_at == watermark else math.inf
         for event in events:
             t = times[event.xid] = event_time(event)
+            if t >= on_time:
+                continue  # a window's latest end only grows with the time: on time too
             if latest_end(t) + grace <= watermark:
                 return False  # late: before() counts it
+            on_time = self.on_time = t
+            self.on_time_at = watermark
         return True
 
     def after_now(self, events: Sequence[Event]) -> bool:

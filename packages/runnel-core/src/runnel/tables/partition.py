@@ -18,6 +18,7 @@ import copy
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from runnel.exceptions import TableError, WrongPartition
@@ -352,7 +353,9 @@ class PartitionState:
         """What the iteration in progress sent (:meth:`runnel.Events.send`)."""
         self.seq = 0
         self.changed = False
-        self.key_of = partition.stream.key_of
+        by = getattr(partition.stream, "partition_by", None)
+        self.key_of = attrgetter(by) if isinstance(by, str) else partition.stream.key_of
+        """An event's key (a field's getter when keyed by a field: one call, per event)."""
         self.event: Event | None = None
         """The event being handled one at a time (None in a ``take()`` batch)."""
         self.clocks: dict[str, Clock] = {}
