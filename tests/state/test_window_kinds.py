@@ -111,6 +111,14 @@ def test_session(evs: Events, grace: int, gap: int) -> None:
 
 
 kinds = st.sampled_from([Tumbling(10), Hopping(60, 20), Sliding(10), Session(5)])
+ALL_KINDS = [
+    Tumbling(10),
+    Tumbling(0.1),
+    Hopping(60, 20),
+    Hopping(0.3, 0.1),
+    Sliding(10),
+    Session(5),
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -132,6 +140,13 @@ def test_the_quick_change_of_a_tumbling_window_is_what_apply_makes(
         due = deadline(kind, kw, grace, 60)
         if due is not None and due <= wm:
             kw = close(kind, kw, wm, grace, 60)[0] or KeyWindows()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-1e9, 1e9), st.floats(0, 1e6), st.sampled_from(ALL_KINDS))
+def test_a_later_time_is_in_a_window_ending_no_sooner(t: float, later: float, kind: Kind) -> None:
+    # A clock skips the lateness check of a time at or after one found on time.
+    assert kind.latest_end(t + later) >= kind.latest_end(t)
 
 
 @settings(max_examples=300, deadline=None)

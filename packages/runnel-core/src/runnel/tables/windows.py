@@ -102,7 +102,7 @@ class Kind:
 
     def latest_end(self, t: float) -> float:
         """The end of the last window an event at ``t`` would be in: once closed, the
-        event is late."""
+        event is late. Never smaller for a later time (a clock relies on it)."""
         raise NotImplementedError
 
     def apply(
