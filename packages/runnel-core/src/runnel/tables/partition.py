@@ -334,11 +334,11 @@ class TableView:
         if excess <= 0:
             return False
         dirty, values = self.dirty, self.values
-        sealed = [taken for _, taken in self.sealed]
+        pending = [taken for _, taken in self.sealed]
         self.snapshot = None  # an evicted key would read as not stored
         evicted = []
         for key in values:  # least recently used first
-            if key not in dirty and not any(key in taken for taken in sealed):
+            if key not in dirty and not any(key in taken for taken in pending):
                 evicted.append(key)
                 if len(evicted) == excess:
                     break
