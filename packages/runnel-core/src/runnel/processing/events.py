@@ -239,7 +239,7 @@ class Events:
                 if not await inbox.wait(timeout=remaining):
                     break
             state = consumer.acks.state
-            if state is not None:
+            if state is not None and state.missing(batch):
                 await state_io(state.prefetch(batch))
             # Gathering took time: check the lease again before handing the batch over.
             while not consumer.lease.valid() and not consumer.stopping:

@@ -489,9 +489,10 @@ class PartitionState:
 
     def keys_of(self, events: Iterable[Event]) -> list[Any]:
         out = []
+        key_of = self.key_of
         for event in events:
             try:
-                out.append(self.partition.stream.key_of(event.record))
+                out.append(key_of(event.record))
             except Exception:  # undecodable: the processor's policy deals with it
                 continue
         return out
