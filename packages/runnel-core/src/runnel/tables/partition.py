@@ -504,7 +504,7 @@ class PartitionState:
         key_of = self.key_of
         for event in events:
             try:
-                key = key_of(event.record)
+                key = key_of(event._record or event.record)
             except Exception:  # undecodable: the processor's policy deals with it
                 continue
             for view in views:
