@@ -453,3 +453,34 @@ async def test_a_churned_cache_takes_the_memory_of_its_keys_not_twice(
             assert sys.getsizeof(view.values) < 1.5 * once
     assert await counts.get("c7999") == 1
     await app.aclose()
+
+
+async def test_an_events_key_is_loaded_before_the_processor_gets_it_even_after_evictions(
+    app_name: str, store_url: str
+) -> None:
+    """Keys are loaded for the events buffered, in one read per table; a commit evicting
+    from a small cache meanwhile may take some of them out again: they are loaded again
+    before their events are handed over, never read one by one while the loop waits."""
+    from runnel.tables.base import current
+
+    app = shop(app_name, store_url, table_cache_size=8)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    counts = app.table("counts", source=orders, default=0)
+    unloaded: list[str] = []
+
+    @app.processor(orders, prefetch_count=16)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            state = current.get()
+            assert state is not None
+            if order.customer not in state.views["counts"].values:
+                unloaded.append(order.customer)
+            counts[order.customer] += 1
+
+    sent = [Order(customer=f"c{i % 60}", amount=i) for i in range(1200)]
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+    assert unloaded == []
+    expected = Counter(o.customer for o in sent)
+    assert dict([kv async for kv in counts.items()]) == dict(expected)

@@ -11,6 +11,7 @@ import hashlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
+from itertools import islice
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -187,12 +188,17 @@ class Events:
         stats = consumer.acks.stats
         sample, observe = stats.sample_every, stats.timings.observe  # sample 0: metrics off
         state = consumer.acks.state  # with tables: records decoded once, for their keys too
+        added = shrunk = -1  # the inbox's and the cache's counts when the keys were loaded
         while True:
             if consumer.stopping or not items or not lease.valid():
                 if not await self._ready():
                     return
-            if state is not None and not state.loaded(items[0]):
-                await state_io(state.prefetch(items))  # the keys of everything buffered
+            if state is not None and (inbox.added != added or state.shrunk != shrunk):
+                # Events came, or the cache lost keys: load the keys of everything buffered.
+                new = inbox.added - added if state.shrunk == shrunk else len(items)
+                added, shrunk = inbox.added, state.shrunk
+                if state.missing(islice(reversed(items), new)):
+                    await state_io(state.prefetch(items))
             event = inbox.pop()
             self.inflight = [event]
             self.delivered += 1
@@ -233,7 +239,7 @@ class Events:
                 if not await inbox.wait(timeout=remaining):
                     break
             state = consumer.acks.state
-            if state is not None:
+            if state is not None and state.missing(batch):
                 await state_io(state.prefetch(batch))
             # Gathering took time: check the lease again before handing the batch over.
             while not consumer.lease.valid() and not consumer.stopping:

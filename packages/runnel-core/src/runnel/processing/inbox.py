@@ -29,6 +29,8 @@ class Inbox:
         self.position: Position = PENDING
         self.last_id: bytes | None = None  # newest id delivered to the group: where "new" starts
         self.closed = False
+        self.added = 0
+        """Events put here so far (the consumer checks the keys of new ones only)."""
         self._ready = asyncio.Event()
         self._wake = wake
 
@@ -46,6 +48,7 @@ class Inbox:
 
     def put(self, events: list[Event]) -> None:
         self.items.extend(events)
+        self.added += len(events)
         if self.items:
             self._ready.set()
 

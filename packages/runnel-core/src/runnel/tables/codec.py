@@ -17,6 +17,8 @@ from runnel.exceptions import TableError
 from runnel.interfaces import Serializer
 from runnel.record import Record
 
+dumps = orjson.dumps
+
 IMMUTABLE = (int, float, str, bytes, bool, tuple, frozenset, type(None))
 SCALARS = frozenset({int, float, str, bool, type(None)})
 """Types whose values the JSON serializer writes as orjson does, with nothing around."""
@@ -50,7 +52,7 @@ class ValueCodec:
         compressor = serializer.compressor
         self._compress = compressor.compress if compressor is not None else None
         self._decompress = compressor.decompress if compressor is not None else None
-        self._plain_json = (
+        self.plain_json = (
             isinstance(serializer, JSONSerializer)
             and type(serializer).dumps is JSONSerializer.dumps
             and compressor is None
@@ -60,8 +62,8 @@ class ValueCodec:
 
     def encode(self, value: Any) -> bytes:
         try:
-            if self._plain_json and type(value) in SCALARS:
-                return orjson.dumps(value)
+            if self.plain_json and type(value) in SCALARS:
+                return dumps(value)
             if self.record is not None:
                 if not isinstance(value, self.record):
                     value = self.record.model_validate(value)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from runnel.exceptions import TableError, WrongPartition
 from runnel.plugins.instruments import finish, instruments
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import IMMUTABLE, SCALARS, encode_key, kept_key
+from runnel.tables.codec import IMMUTABLE, SCALARS, dumps, encode_key, kept_key
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -95,10 +95,19 @@ class TableView:
     :attr:`undo` and :attr:`undo_dirty`, so that a failure rolls back exactly its own
     changes, and a take made while it runs leaves them out."""
 
-    def __init__(self, table: Table, partition: Partition, budget: CacheBudget) -> None:
+    def __init__(
+        self,
+        table: Table,
+        partition: Partition,
+        budget: CacheBudget,
+        written: list[TableView] | None = None,
+    ) -> None:
         self.table = table
         self.partition = partition
         self.budget = budget
+        self.written = [] if written is None else written
+        """Where the view puts itself when the iteration in progress first changes it (the
+        partition's list: sealing visits only the views an iteration changed)."""
         budget.views.add(self)
         self.values: OrderedDict[Any, Any] = OrderedDict()
         self.compact_size = 0
@@ -110,10 +119,14 @@ class TableView:
         """The iteration in progress: key -> its cached value before (:data:`UNLOADED`)."""
         self.undo_dirty: dict[Any, Any] = {}
         """The iteration in progress: key -> its entry in :attr:`dirty` before (:data:`CLEAN`)."""
-        self.sealed: dict[Any, int] = {}
-        """Keys taken for a commit not yet done, by take number: not evicted until then."""
+        self.sealed: list[tuple[int, dict[Any, Any]]] = []
+        """The changes taken for commits not yet done, with their take numbers: their keys
+        are not evicted until then."""
         self.keys: dict[Any, bytes] = {}
         """Keys as stored (encoded once; at most :data:`KEYS_KEPT`)."""
+        self.mutable = False
+        """Whether the iteration in progress wrote a value that may change in place (to
+        encode as it is when sealed: :meth:`prepare`)."""
         self.hits = 0
         self.misses = 0
         self.snapshot: dict[bytes, bytes] | None = None
@@ -143,6 +156,7 @@ class TableView:
         self.committed_closed = 0
         codec = table.codec
         self._encode, self._frozen = codec.encode, codec.frozen
+        self._plain = codec.plain_json
 
     def loaded(self, key: Any) -> bool:
         return key in self.values
@@ -162,11 +176,15 @@ class TableView:
     def write(self, key: Any, value: Any) -> None:
         undo, values = self.undo, self.values
         if key not in undo:
+            if not undo:
+                self.written.append(self)
             undo[key] = values.get(key, UNLOADED)
             self.undo_dirty[key] = self.dirty.get(key, CLEAN)
         values[key] = value
         values.move_to_end(key)
         self.dirty[key] = value
+        if type(value) not in SCALARS:
+            self.mutable = True
 
     def set_deadline(self, key: Any, when: float | None) -> None:
         if key not in self.deadline_undo:
@@ -194,6 +212,7 @@ class TableView:
         in place do not reach the commit, and a value that cannot be encoded fails the
         event that made it. Immutable ones are encoded when taken (the last of several
         changes of a key only). Undone by :meth:`rollback`, like the changes."""
+        self.mutable = False
         dirty, encode, frozen = self.dirty, self._encode, self._frozen
         for key in self.undo:
             value = dirty[key]
@@ -207,6 +226,10 @@ class TableView:
         if self.undo:
             self.undo.clear()
             self.undo_dirty.clear()
+        self.seal_clock()
+
+    def seal_clock(self) -> None:
+        """:meth:`seal` of what a windowed table's clock changed: deadlines and counts."""
         if self.deadline_undo:
             self.due.update(dict.fromkeys(self.deadline_undo))
             self.deadline_undo.clear()
@@ -231,16 +254,20 @@ class TableView:
             self.dirty = {}
         writes: dict[bytes, bytes | None] = {}
         if dirty:
-            encode, key_of = self._encode, self.stored
+            encode, key_of, kept = self._encode, self.stored, self.keys
+            scalar = dumps if self._plain else None
             for key, value in dirty.items():
-                writes[key_of(key)] = (
-                    None
+                kind = type(value)
+                writes[kept.get(key) or key_of(key)] = (
+                    scalar(value)
+                    if scalar is not None and kind in SCALARS
+                    else None
                     if value is ABSENT
                     else value.data
-                    if type(value) is Encoded
+                    if kind is Encoded
                     else encode(value)
                 )
-            self.sealed.update(dict.fromkeys(dirty, seq))
+            self.sealed.append((seq, dirty))
         whens: dict[bytes, float | None] = {}
         if self.due:
             due, self.due = self.due, {}
@@ -281,19 +308,22 @@ class TableView:
             else:
                 self.deadlines[key] = before
         self.late = self.closed = 0
+        self.mutable = False
         self.undo.clear()
         self.undo_dirty.clear()
         self.deadline_undo.clear()
 
-    def committed(self, seq: int) -> None:
-        """Changes taken up to ``seq`` are in the store: their keys may be evicted."""
+    def committed(self, seq: int) -> bool:
+        """Changes taken up to ``seq`` are in the store: their keys may be evicted
+        (True if some were)."""
         self.epoch += 1
         while self.taken_counts and self.taken_counts[0][0] <= seq:
             _, late, closed = self.taken_counts.pop(0)
             self.committed_late += late
             self.committed_closed += closed
-        if self.sealed:
-            self.sealed = {k: s for k, s in self.sealed.items() if s > seq}
+        sealed = self.sealed
+        if sealed and sealed[0][0] <= seq:
+            self.sealed = [taken for taken in sealed if taken[0] > seq]
         if self.deadline_seq:
             done = [k for k, s in self.deadline_seq.items() if s <= seq]
             for key in done:
@@ -302,18 +332,20 @@ class TableView:
                     self.deadlines.pop(key, None)
         excess = len(self.values) - self.budget.share()
         if excess <= 0:
-            return
-        dirty, sealed, values = self.dirty, self.sealed, self.values
+            return False
+        dirty, values = self.dirty, self.values
+        pending = [taken for _, taken in self.sealed]
         self.snapshot = None  # an evicted key would read as not stored
         evicted = []
         for key in values:  # least recently used first
-            if key not in dirty and key not in sealed:
+            if key not in dirty and not any(key in taken for taken in pending):
                 evicted.append(key)
                 if len(evicted) == excess:
                     break
         for key in evicted:
             del values[key]
         self.compact()
+        return True
 
     def compact(self) -> None:
         """Copy the cache when evicting and loading made its table regrow. A dict never
@@ -349,6 +381,11 @@ class PartitionState:
         self.budgets = {} if budgets is None else budgets
         """Per table, shared by the partitions of this processor in this worker."""
         self.views: dict[str, TableView] = {}
+        self.shrunk = 0
+        """Counts the times the cache may have lost a key (an eviction, a rollback, a new
+        view): the consumer checks then that the keys of its buffered events are loaded."""
+        self.written: list[TableView] = []
+        """The views the iteration in progress changed (each once)."""
         self.outputs: list[Output] = []
         """What the iteration in progress sent (:meth:`runnel.Events.send`)."""
         self.seq = 0
@@ -373,7 +410,8 @@ class PartitionState:
             budget = self.budgets.get(table.name)
             if budget is None:
                 budget = self.budgets[table.name] = CacheBudget(self.limit)
-            found = self.views[table.name] = TableView(table, self.partition, budget)
+            found = self.views[table.name] = TableView(table, self.partition, budget, self.written)
+            self.shrunk += 1
         return found
 
     def attach(self) -> None:
@@ -451,28 +489,30 @@ class PartitionState:
 
     def keys_of(self, events: Iterable[Event]) -> list[Any]:
         out = []
+        key_of = self.key_of
         for event in events:
             try:
-                out.append(self.partition.stream.key_of(event.record))
+                out.append(key_of(event.record))
             except Exception:  # undecodable: the processor's policy deals with it
                 continue
         return out
 
-    def loaded(self, event: Event) -> bool:
-        """Whether the event's key is loaded in every table this processor uses."""
-        views = self.views
-        if not views:
-            return True
-        try:
-            key = self.key_of(event.record)
-        except Exception:
-            return True
-        for view in views.values():
-            if key not in view.values:
-                if view.snapshot is None:
-                    return False
-                view.from_snapshot((key,))
-        return True
+    def missing(self, events: Iterable[Event]) -> bool:
+        """Whether the key of one of ``events`` is not loaded in a table this processor
+        uses (keys the partition's snapshot holds are loaded from it now)."""
+        views = list(self.views.values())
+        key_of = self.key_of
+        for event in events:
+            try:
+                key = key_of(event._record or event.record)
+            except Exception:  # undecodable: the processor's policy deals with it
+                continue
+            for view in views:
+                if key not in view.values:
+                    if view.snapshot is None:
+                        return True
+                    view.from_snapshot((key,))
+        return False
 
     async def prefetch(self, events: Iterable[Event]) -> None:
         """Load the keys of ``events`` in every table this processor uses (one store call
@@ -507,14 +547,20 @@ class PartitionState:
     def seal(self) -> None:
         """This iteration finished: its changes join those its acknowledgement will
         commit. Raises (having sealed nothing) on a value that cannot be encoded."""
-        views = self.views.values()
-        for view in views:  # all encoded before anything is sealed
-            if view.undo:
-                view.prepare()
+        written = self.written
+        if written:
+            for view in written:  # all encoded before anything is sealed
+                if view.mutable:
+                    view.prepare()
+            for view in written:
+                view.undo.clear()
+                view.undo_dirty.clear()
+            written.clear()
         self.changed = False
-        for view in views:
-            if view.undo or view.deadline_undo or view.late or view.closed:
-                view.seal()
+        if self.clocks:
+            for view in self.views.values():
+                if view.deadline_undo or view.late or view.closed:
+                    view.seal_clock()
 
     def take(self) -> tuple[int, TakenWrites, TakenDeadlines]:
         """What the finished iterations changed, encoded for a commit, with the number
@@ -545,6 +591,8 @@ class PartitionState:
         self.changed = False
         self.outputs = []
         self.event = None
+        self.shrunk += 1
+        self.written.clear()
         for view in self.views.values():
             view.rollback()
         for clock in self.clocks.values():
@@ -553,7 +601,8 @@ class PartitionState:
     def committed(self, seq: int, tables: Iterable[str] = ()) -> None:
         """Changes taken up to ``seq`` are in the store (their commit wrote ``tables``)."""
         for view in self.views.values():
-            view.committed(seq)
+            if view.committed(seq):
+                self.shrunk += 1
         stats = self.stats
         if stats is not None:
             for name in tables:
