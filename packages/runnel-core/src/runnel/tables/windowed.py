@@ -23,7 +23,7 @@ from runnel.exceptions import Misconfigured, TableError
 from runnel.record import Record
 from runnel.tables.base import _NOTHING, TableBase, current
 from runnel.tables.clock import META, Clock, Meta
-from runnel.tables.codec import IMMUTABLE, ValueCodec, decode_key, encode_key
+from runnel.tables.codec import IMMUTABLE, SCALARS, ValueCodec, decode_key, encode_key
 from runnel.tables.partition import PartitionState
 from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
 from runnel.types import Event
@@ -69,19 +69,42 @@ class WindowsCodec(ValueCodec):
     clock, as msgpack."""
 
     def encode(self, value: Any) -> bytes:
-        if isinstance(value, Meta):
+        if type(value) is Meta:
             return msgpack.packb([0, value.watermark, value.late])
-        inner = ValueCodec.encode
-        items = [[s, e, inner(self, v)] for s, e, v in value.items]
-        return msgpack.packb([1, value.closed_upto, items])
+        inner = super().encode
+        items = value.items
+        if len(items) < 2:
+            return msgpack.packb([1, value.closed_upto, [[s, e, inner(v)] for s, e, v in items]])
+        head = value.head
+        if head is None:
+            older = items[:-1]
+            if not _immutable(older):  # may change in place: encoded each time
+                out = [[s, e, inner(v)] for s, e, v in items]
+                return msgpack.packb([1, value.closed_upto, out])
+            head = value.head = b"".join(msgpack.packb([s, e, inner(v)]) for s, e, v in older)
+        # The same bytes as packb([1, closed_upto, items]): a msgpack array is its header
+        # and then its elements, each packed alone.
+        s, e, v = items[-1]
+        return b"".join(
+            (
+                _KEYWINDOWS,
+                msgpack.packb(value.closed_upto),
+                _array_header(len(items)),
+                head,
+                msgpack.packb([s, e, inner(v)]),
+            )
+        )
 
     def frozen(self, value: Any) -> bool:
         if type(value) is Meta:
             return True
-        for item in value.items:
-            if not isinstance(item[2], IMMUTABLE):
-                return False
-        return True
+        items = value.items
+        if not items:
+            return True
+        last = items[-1][2]
+        if type(last) not in SCALARS and not isinstance(last, IMMUTABLE):
+            return False
+        return value.head is not None or _immutable(items[:-1])
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)
@@ -89,6 +112,25 @@ class WindowsCodec(ValueCodec):
             return Meta(found[1], found[2])
         inner = super().decode
         return KeyWindows(tuple((s, e, inner(v)) for s, e, v in found[2]), found[1])
+
+
+_KEYWINDOWS = b"\x93\x01"
+"""The start of a key's windows as msgpack: an array of three, the first 1."""
+
+
+def _array_header(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def _immutable(items: Sequence[tuple[float, float, Any]]) -> bool:
+    for item in items:
+        if not isinstance(item[2], IMMUTABLE):
+            return False
+    return True
 
 
 class WindowedTable(TableBase):

@@ -53,6 +53,10 @@ class KeyWindows:
 
     items: tuple[tuple[float, float, Any], ...] = ()
     closed_upto: float = NEVER
+    head: bytes | None = field(default=None, compare=False, repr=False)
+    """The stored form of every item but the last, once a codec made it (their values
+    immutable): a change of the last item only keeps it, so that a key holding many
+    windows is not encoded whole at each commit. Opaque here."""
 
 
 def merge_values(a: Any, b: Any) -> Any:
@@ -226,7 +230,7 @@ class Tumbling(Hopping):
             return None  # not the key's latest window, or it is closed: apply() says
         if len(items) == 1:
             return KeyWindows(((start, end, op(value, arg)),), kw.closed_upto)
-        return KeyWindows((*items[:-1], (start, end, op(value, arg))), kw.closed_upto)
+        return KeyWindows((*items[:-1], (start, end, op(value, arg))), kw.closed_upto, kw.head)
 
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
@@ -237,7 +241,8 @@ class Tumbling(Hopping):
             return kw
         items = kw.items
         if items and items[-1][0] == start:  # the usual case: the key's latest window
-            return KeyWindows((*items[:-1], (start, end, update(items[-1][2]))), kw.closed_upto)
+            last = (start, end, update(items[-1][2]))
+            return KeyWindows((*items[:-1], last), kw.closed_upto, kw.head)
         for i, (s, _, v) in enumerate(items):
             if s == start:
                 changed = (start, end, update(v))
