@@ -22,13 +22,14 @@ import msgpack
 from runnel.exceptions import Misconfigured, TableError
 from runnel.record import Record
 from runnel.tables.base import _NOTHING, TableBase, current
-from runnel.tables.clock import META, Clock, Meta
+from runnel.tables.clock import META, Clock, Meta, entry_time_of
 from runnel.tables.codec import IMMUTABLE, SCALARS, ValueCodec, decode_key, encode_key
 from runnel.tables.partition import PartitionState
 from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
 from runnel.types import Event
 
 if TYPE_CHECKING:
+    from runnel.interfaces import Serializer
     from runnel.store.log import PartitionId
     from runnel.stream import Stream
 
@@ -68,30 +69,39 @@ class WindowsCodec(ValueCodec):
     """A key's windows (each value through the table's serializer) and the partition's
     clock, as msgpack."""
 
+    def __init__(self, serializer: Serializer, record: type[Record] | None) -> None:
+        super().__init__(serializer, record)
+        # One packer, not one per value as msgpack.packb makes: what it packs here is
+        # numbers, bytes and lists of them, done in one call that runs no Python code.
+        self._pack = msgpack.Packer().pack
+
     def encode(self, value: Any) -> bytes:
+        pack = self._pack
         if type(value) is Meta:
-            return msgpack.packb([0, value.watermark, value.late])
-        inner = super().encode
+            return pack([0, value.watermark, value.late])
+        inner = ValueCodec.encode
         items = value.items
-        if len(items) < 2:
-            return msgpack.packb([1, value.closed_upto, [[s, e, inner(v)] for s, e, v in items]])
+        if len(items) == 1:  # the usual case
+            s, e, v = items[0]
+            return pack([1, value.closed_upto, [[s, e, inner(self, v)]]])
+        if not items:
+            return pack([1, value.closed_upto, []])
         head = value.head
         if head is None:
             older = items[:-1]
             if not _immutable(older):  # may change in place: encoded each time
-                out = [[s, e, inner(v)] for s, e, v in items]
-                return msgpack.packb([1, value.closed_upto, out])
-            head = value.head = b"".join(msgpack.packb([s, e, inner(v)]) for s, e, v in older)
-        # The same bytes as packb([1, closed_upto, items]): a msgpack array is its header
+                return pack([1, value.closed_upto, [[s, e, inner(self, v)] for s, e, v in items]])
+            head = value.head = b"".join([pack([s, e, inner(self, v)]) for s, e, v in older])
+        # The same bytes as packing [1, closed_upto, items]: a msgpack array is its header
         # and then its elements, each packed alone.
         s, e, v = items[-1]
         return b"".join(
             (
                 _KEYWINDOWS,
-                msgpack.packb(value.closed_upto),
+                pack(value.closed_upto),
                 _array_header(len(items)),
                 head,
-                msgpack.packb([s, e, inner(v)]),
+                pack([s, e, inner(self, v)]),
             )
         )
 
@@ -187,6 +197,11 @@ class WindowedTable(TableBase):
             return entry_time(event.xid)
         return self.record_time(event.record)
 
+    @property
+    def event_time(self) -> Callable[[Event], float]:
+        """:meth:`time_of` as the quickest function that computes it."""
+        return entry_time_of if self.time is None else self.time_of
+
     def record_time(self, record: Any) -> float:
         if self.time is None:
             raise TableError(
@@ -232,13 +247,14 @@ class WindowedTable(TableBase):
     def __getitem__(self, key: Any) -> WindowedValue:
         state = current.get()
         if state is not None:  # the usual case: the key and the clock loaded, one event
-            clock = cast(Clock | None, state.clocks.get(self.name))
+            clock: Clock | None = state.clocks.get(self.name)  # type: ignore[assignment]
             event = state.event
             if clock is not None and event is not None:
                 values = clock.view.values
-                t = clock.times.get(event.xid)
+                xid = event.xid
+                t = clock.times.get(xid)
                 if t is not None and key in values and META in values:
-                    return WindowedValue(self, clock, key, t, event.xid in clock.late)
+                    return WindowedValue(self, clock, key, t, xid in clock.late)
         return self._at(key, None)
 
     def __setitem__(self, key: Any, value: Any) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 NEVER = -math.inf
+_floor = math.floor
 
 Update = Callable[[Any], Any]
 """A change of one window's value: the old value (or the default) to the new one."""
@@ -226,7 +227,8 @@ class Tumbling(Hopping):
         if not items:
             return None
         start, end, value = items[-1]
-        if start != math.floor(t / self.step) * self.step or end <= kw.closed_upto or end <= shut:
+        step = self.step
+        if start != _floor(t / step) * step or end <= kw.closed_upto or end <= shut:
             return None  # not the key's latest window, or it is closed: apply() says
         if len(items) == 1:
             return KeyWindows(((start, end, op(value, arg)),), kw.closed_upto)
