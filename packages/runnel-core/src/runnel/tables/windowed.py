@@ -114,7 +114,7 @@ class WindowsCodec(ValueCodec):
         last = items[-1][2]
         if type(last) not in SCALARS and not isinstance(last, IMMUTABLE):
             return False
-        return value.head is not None or _immutable(items[:-1])
+        return len(items) == 1 or value.head is not None or _immutable(items[:-1])
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)
