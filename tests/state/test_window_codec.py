@@ -15,7 +15,7 @@ from runnel.codecs.compressors import GzipCompressor
 from runnel.codecs.serializers import JSONSerializer, MsgpackSerializer
 from runnel.tables.codec import IMMUTABLE, ValueCodec
 from runnel.tables.windowed import WindowsCodec, _array_header
-from runnel.tables.windows import NEVER, KeyWindows, Tumbling
+from runnel.tables.windows import NEVER, KeyWindows, Tumbling, close
 
 CODECS = [
     WindowsCodec(JSONSerializer(), None),
@@ -29,9 +29,13 @@ values = st.one_of(
     st.tuples(st.integers(0, 9)),
     st.lists(st.integers(0, 9), max_size=2),
 )
-# (event time, the value it sets, whether a commit encodes the key then, whether the
-# windows' mutable values are then changed in place)
-steps = st.lists(st.tuples(st.integers(0, 500), values, st.booleans(), st.booleans()), max_size=60)
+# (event time, the value it sets, whether the watermark then reaches it (closing and
+# expiring windows), whether a commit encodes the key then, whether the windows' mutable
+# values are then changed in place)
+steps = st.lists(
+    st.tuples(st.integers(0, 500), values, st.booleans(), st.booleans(), st.booleans()),
+    max_size=60,
+)
 
 
 def whole(codec: WindowsCodec, kw: KeyWindows) -> bytes:
@@ -47,16 +51,21 @@ def replace(_old: Any, new: Any) -> Any:
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(CODECS), st.integers(0, 40), st.sampled_from([NEVER, 30.0]), steps)
 def test_a_key_encodes_as_all_of_its_windows_whatever_was_kept(
-    codec: WindowsCodec, held: int, closed_upto: float, changes: list[tuple[int, Any, bool, bool]]
+    codec: WindowsCodec,
+    held: int,
+    closed_upto: float,
+    changes: list[tuple[int, Any, bool, bool, bool]],
 ) -> None:
     kind = Tumbling(10)
     kw = KeyWindows(tuple((10 * i, 10 * i + 10, i) for i in range(held)), closed_upto)
-    for t, value, commit, mutate in changes:
-        t += 10 * held  # mostly the latest window, sometimes a new one
+    for t, value, moves, commit, mutate in changes:
+        t += 10 * held  # mostly the latest window, sometimes a new one or an older one
         changed = kind.bump(kw, t, replace, value, NEVER)
         if changed is None:
             changed = kind.apply(kw, t, lambda _old, v=value: v, 0)
         kw = changed
+        if moves:  # windows ended 20 before close; 200 before, they expire
+            kw = close(kind, kw, t, 20, 200)[0] or KeyWindows()
         assert codec.frozen(kw) == all(isinstance(v, IMMUTABLE) for _, _, v in kw.items)
         if commit:
             data = codec.encode(kw)

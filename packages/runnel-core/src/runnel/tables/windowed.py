@@ -81,17 +81,20 @@ class WindowsCodec(ValueCodec):
             return pack([0, value.watermark, value.late])
         inner = ValueCodec.encode
         items = value.items
-        if len(items) == 1:  # the usual case
+        n = len(items)
+        if n == 1:  # the usual case
             s, e, v = items[0]
             return pack([1, value.closed_upto, [[s, e, inner(self, v)]]])
-        if not items:
+        if not n:
             return pack([1, value.closed_upto, []])
         head = value.head
-        if head is None:
-            older = items[:-1]
+        done, data = (0, b"") if head is None else head
+        if done < n - 1:  # older windows not encoded yet: encode them once, if immutable
+            older = items[done:-1]
             if not _immutable(older):  # may change in place: encoded each time
                 return pack([1, value.closed_upto, [[s, e, inner(self, v)] for s, e, v in items]])
-            head = value.head = b"".join([pack([s, e, inner(self, v)]) for s, e, v in older])
+            data += b"".join([pack([s, e, inner(self, v)]) for s, e, v in older])
+            value.head = (n - 1, data)
         # The same bytes as packing [1, closed_upto, items]: a msgpack array is its header
         # and then its elements, each packed alone.
         s, e, v = items[-1]
@@ -99,8 +102,8 @@ class WindowsCodec(ValueCodec):
             (
                 _KEYWINDOWS,
                 pack(value.closed_upto),
-                _array_header(len(items)),
-                head,
+                _array_header(n),
+                data,
                 pack([s, e, inner(self, v)]),
             )
         )
@@ -114,7 +117,10 @@ class WindowsCodec(ValueCodec):
         last = items[-1][2]
         if type(last) not in SCALARS and not isinstance(last, IMMUTABLE):
             return False
-        return len(items) == 1 or value.head is not None or _immutable(items[:-1])
+        head = value.head  # the items it holds are immutable
+        if len(items) == 1 or (head is not None and head[0] == len(items) - 1):
+            return True
+        return _immutable(items[0 if head is None else head[0] : -1])
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)

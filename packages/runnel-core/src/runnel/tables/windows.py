@@ -54,10 +54,11 @@ class KeyWindows:
 
     items: tuple[tuple[float, float, Any], ...] = ()
     closed_upto: float = NEVER
-    head: bytes | None = field(default=None, compare=False, repr=False)
-    """The stored form of every item but the last, once a codec made it (their values
-    immutable): a change of the last item only keeps it, so that a key holding many
-    windows is not encoded whole at each commit. Opaque here."""
+    head: tuple[int, bytes] | None = field(default=None, compare=False, repr=False)
+    """``(n, data)``: the stored form of the first ``n`` items, once a codec made it (their
+    values immutable). A change that keeps those items as they are keeps it (a change of
+    the last window, a window added after the others, a close that drops none), so that a
+    key holding many windows is not encoded whole at each commit. Opaque here."""
 
 
 def merge_values(a: Any, b: Any) -> Any:
@@ -252,7 +253,8 @@ class Tumbling(Hopping):
         added = (*items, (start, end, update(fresh(default))))
         if items and items[-1][0] > start:
             added = tuple(sorted(added, key=lambda item: item[0]))
-        return KeyWindows(added, kw.closed_upto)
+            return KeyWindows(added, kw.closed_upto)
+        return KeyWindows(added, kw.closed_upto, kw.head)  # the others kept, in order
 
 
 @dataclass(frozen=True)
@@ -395,4 +397,4 @@ def close(
     items = tuple(item for item in kw.items if kind.expiry(item, expires) > watermark)
     if not items:
         return None, closed
-    return KeyWindows(items, upto), closed
+    return KeyWindows(items, upto, kw.head if len(items) == len(kw.items) else None), closed
