@@ -85,15 +85,16 @@ class WindowsCodec(ValueCodec):
         if n == 1:  # the usual case
             s, e, v = items[0]
             return pack([1, value.closed_upto, [[s, e, inner(self, v)]]])
-        if not n:
-            return pack([1, value.closed_upto, []])
+        if n < KEEP_FROM:  # a few: at once is quicker than keeping some
+            return pack([1, value.closed_upto, [[s, e, inner(self, v)] for s, e, v in items]])
         head = value.head
         done, data = (0, b"") if head is None else head
         if done < n - 1:  # older windows not encoded yet: encode them once, if immutable
             older = items[done:-1]
             if not _immutable(older):  # may change in place: encoded each time
                 return pack([1, value.closed_upto, [[s, e, inner(self, v)] for s, e, v in items]])
-            data += b"".join([pack([s, e, inner(self, v)]) for s, e, v in older])
+            packed = pack([[s, e, inner(self, v)] for s, e, v in older])
+            data += packed[len(_array_header(len(older))) :]  # one call, without its header
             value.head = (n - 1, data)
         # The same bytes as packing [1, closed_upto, items]: a msgpack array is its header
         # and then its elements, each packed alone.
@@ -130,6 +131,9 @@ class WindowsCodec(ValueCodec):
         return KeyWindows(tuple((s, e, inner(v)) for s, e, v in found[2]), found[1])
 
 
+KEEP_FROM = 8
+"""A key holding at least this many windows keeps the stored form of its older ones
+(fewer are encoded as quickly at once as in parts)."""
 _KEYWINDOWS = b"\x93\x01"
 """The start of a key's windows as msgpack: an array of three, the first 1."""
 

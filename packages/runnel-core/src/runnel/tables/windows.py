@@ -48,9 +48,9 @@ class Window(NamedTuple):
 class KeyWindows:
     """A key's windows: ``(start, end, value)`` sorted by start (a sliding window's
     buckets have ``start == end``, the event time), and the end up to which its windows
-    are closed. Never changed in place: a change makes a new one. (Not a frozen
-    dataclass only because one of those takes almost three times as long to make, and
-    one is made per event.)"""
+    are closed. Never changed in place (but for :attr:`head`, a cache): a change makes a
+    new one. (Not a frozen dataclass only because one of those takes almost three times
+    as long to make, and one is made per event.)"""
 
     items: tuple[tuple[float, float, Any], ...] = ()
     closed_upto: float = NEVER
