@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from runnel.codecs.compressors import GzipCompressor
 from runnel.codecs.serializers import JSONSerializer, MsgpackSerializer
+from runnel.tables.clock import Meta
 from runnel.tables.codec import IMMUTABLE, ValueCodec
 from runnel.tables.windowed import WindowsCodec, _array_header
 from runnel.tables.windows import NEVER, KeyWindows, Tumbling, close
@@ -82,3 +83,11 @@ def test_array_headers_are_msgpacks() -> None:
     for n in (0, 1, 15, 16, 0xFFFF, 0x10000):
         packed = msgpack.packb([None] * n)
         assert _array_header(n) == packed[: len(packed) - n]
+
+
+def test_a_clock_encodes_as_before() -> None:
+    for codec in CODECS:
+        for meta in (Meta(), Meta(1_700_000_000.5, 3)):
+            data = codec.encode(meta)
+            assert data == msgpack.packb([0, meta.watermark, meta.late])
+            assert codec.decode(data) == meta
