@@ -52,6 +52,12 @@ class Meta:
     late: int = 0
 
 
+def entry_time_of(event: Event) -> float:
+    """An event's entry id's own timestamp (milliseconds before the ``-``), in seconds."""
+    ms, _, _ = event.xid.partition(b"-")
+    return int(ms) / 1000
+
+
 def as_key(raw: Any) -> Any:
     """A decoded stored key as the processor's key (JSON arrays back to tuples)."""
     if isinstance(raw, list):
@@ -82,6 +88,9 @@ class Windowed(Protocol):
 
     def time_of(self, event: Event) -> float: ...
 
+    @property
+    def event_time(self) -> Callable[[Event], float]: ...
+
     async def emit(
         self, state: PartitionState, closed: Sequence[tuple[Any, Window, Any]]
     ) -> None: ...
@@ -102,6 +111,10 @@ class Clock:
         self.on_time = math.inf
         self.on_time_at = NEVER
         """An event time found on time at watermark :attr:`on_time_at` (later ones are too)."""
+        kind = table.kind  # what each event uses, looked up once
+        self._bump, self._latest_end = kind.bump, kind.latest_end
+        self._grace, self._event_time = table.grace, table.event_time
+        self._by_id = self._event_time is entry_time_of
 
     # What the processor sees.
 
@@ -134,18 +147,19 @@ class Clock:
     def change(self, key: Any, t: float, op: Callable[[Any, Any], Any], arg: Any) -> None:
         """Make ``op(value, arg)`` the value of each open window of ``key`` that time ``t``
         is in."""
-        view, table = self.view, self.table
+        view = self.view
         values = view.values
         kw = values.get(key, ABSENT)
         if kw is ABSENT:
             kw = EMPTY
         meta = values.get(META)
-        shut = (meta.watermark if type(meta) is Meta else NEVER) - table.grace
-        new = table.kind.bump(kw, t, op, arg, shut)
+        shut = (meta.watermark if type(meta) is Meta else NEVER) - self._grace
+        new = self._bump(kw, t, op, arg, shut)
         if new is not None:  # the usual case: a value changed, not the windows
             view.write(key, new)
             self.state.changed = True
             return
+        table = self.table
         new = table.kind.apply(kw, t, lambda value: op(value, arg), table.default, shut)
         if new is not kw:
             self.store(key, new, kw)
@@ -181,19 +195,25 @@ class Clock:
     def before_now(self, events: Sequence[Event]) -> bool:
         """:meth:`before` without waiting, in the usual case (the clock loaded, no event
         late); False, having changed nothing, when :meth:`before` must run."""
-        meta = self.view.values.get(META, ABSENT)
-        if meta is ABSENT and META not in self.view.values:
+        values = self.view.values
+        meta = values.get(META, ABSENT)
+        if meta is ABSENT and META not in values:
             return False
         if self.late:
             self.late.clear()
         times = self.times
         times.clear()
-        table = self.table
-        latest_end, event_time, grace = table.kind.latest_end, table.time_of, table.grace
+        latest_end, event_time, grace = self._latest_end, self._event_time, self._grace
         watermark = meta.watermark if type(meta) is Meta else NEVER
         on_time = self.on_time if self.on_time_at == watermark else math.inf
+        by_id = self._by_id
         for event in events:
-            t = times[event.xid] = event_time(event)
+            xid = event.xid
+            if by_id:  # entry_time_of(event), without a call
+                ms, _, _ = xid.partition(b"-")
+                t = times[xid] = int(ms) / 1000
+            else:
+                t = times[xid] = event_time(event)
             if t >= on_time:
                 continue  # a window's latest end only grows with the time: on time too
             if latest_end(t) + grace <= watermark:

@@ -22,13 +22,14 @@ import msgpack
 from runnel.exceptions import Misconfigured, TableError
 from runnel.record import Record
 from runnel.tables.base import _NOTHING, TableBase, current
-from runnel.tables.clock import META, Clock, Meta
-from runnel.tables.codec import IMMUTABLE, ValueCodec, decode_key, encode_key
+from runnel.tables.clock import META, Clock, Meta, entry_time_of
+from runnel.tables.codec import IMMUTABLE, SCALARS, ValueCodec, decode_key, encode_key
 from runnel.tables.partition import PartitionState
 from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
 from runnel.types import Event
 
 if TYPE_CHECKING:
+    from runnel.interfaces import Serializer
     from runnel.store.log import PartitionId
     from runnel.stream import Stream
 
@@ -68,20 +69,59 @@ class WindowsCodec(ValueCodec):
     """A key's windows (each value through the table's serializer) and the partition's
     clock, as msgpack."""
 
+    def __init__(self, serializer: Serializer, record: type[Record] | None) -> None:
+        super().__init__(serializer, record)
+        # One packer, not one per value as msgpack.packb makes: what it packs here is
+        # numbers, bytes and lists of them, done in one call that runs no Python code.
+        self._pack = msgpack.Packer().pack
+
     def encode(self, value: Any) -> bytes:
-        if isinstance(value, Meta):
-            return msgpack.packb([0, value.watermark, value.late])
+        pack = self._pack
+        if type(value) is Meta:
+            return pack([0, value.watermark, value.late])
         inner = ValueCodec.encode
-        items = [[s, e, inner(self, v)] for s, e, v in value.items]
-        return msgpack.packb([1, value.closed_upto, items])
+        items = value.items
+        n = len(items)
+        if n == 1:  # the usual case
+            s, e, v = items[0]
+            return pack([1, value.closed_upto, [[s, e, inner(self, v)]]])
+        if n < KEEP_FROM:  # a few: at once is quicker than keeping some
+            return pack([1, value.closed_upto, [[s, e, inner(self, v)] for s, e, v in items]])
+        head = value.head
+        done, data = (0, b"") if head is None else head
+        if done < n - 1:  # older windows not encoded yet: encode them once, if immutable
+            older = items[done:-1]
+            if not _immutable(older):  # may change in place: encoded each time
+                return pack([1, value.closed_upto, [[s, e, inner(self, v)] for s, e, v in items]])
+            packed = pack([[s, e, inner(self, v)] for s, e, v in older])
+            data += packed[len(_array_header(len(older))) :]  # one call, without its header
+            value.head = (n - 1, data)
+        # The same bytes as packing [1, closed_upto, items]: a msgpack array is its header
+        # and then its elements, each packed alone.
+        s, e, v = items[-1]
+        return b"".join(
+            (
+                _KEYWINDOWS,
+                pack(value.closed_upto),
+                _array_header(n),
+                data,
+                pack([s, e, inner(self, v)]),
+            )
+        )
 
     def frozen(self, value: Any) -> bool:
         if type(value) is Meta:
             return True
-        for item in value.items:
-            if not isinstance(item[2], IMMUTABLE):
-                return False
-        return True
+        items = value.items
+        if not items:
+            return True
+        last = items[-1][2]
+        if type(last) not in SCALARS and not isinstance(last, IMMUTABLE):
+            return False
+        head = value.head  # the items it holds are immutable
+        if len(items) == 1 or (head is not None and head[0] == len(items) - 1):
+            return True
+        return _immutable(items[0 if head is None else head[0] : -1])
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)
@@ -89,6 +129,28 @@ class WindowsCodec(ValueCodec):
             return Meta(found[1], found[2])
         inner = super().decode
         return KeyWindows(tuple((s, e, inner(v)) for s, e, v in found[2]), found[1])
+
+
+KEEP_FROM = 8
+"""A key holding at least this many windows keeps the stored form of its older ones
+(fewer are encoded as quickly at once as in parts)."""
+_KEYWINDOWS = b"\x93\x01"
+"""The start of a key's windows as msgpack: an array of three, the first 1."""
+
+
+def _array_header(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def _immutable(items: Sequence[tuple[float, float, Any]]) -> bool:
+    for item in items:
+        if not isinstance(item[2], IMMUTABLE):
+            return False
+    return True
 
 
 class WindowedTable(TableBase):
@@ -145,6 +207,11 @@ class WindowedTable(TableBase):
             return entry_time(event.xid)
         return self.record_time(event.record)
 
+    @property
+    def event_time(self) -> Callable[[Event], float]:
+        """:meth:`time_of` as the quickest function that computes it."""
+        return entry_time_of if self.time is None else self.time_of
+
     def record_time(self, record: Any) -> float:
         if self.time is None:
             raise TableError(
@@ -190,13 +257,14 @@ class WindowedTable(TableBase):
     def __getitem__(self, key: Any) -> WindowedValue:
         state = current.get()
         if state is not None:  # the usual case: the key and the clock loaded, one event
-            clock = cast(Clock | None, state.clocks.get(self.name))
+            clock: Clock | None = state.clocks.get(self.name)  # type: ignore[assignment]
             event = state.event
             if clock is not None and event is not None:
                 values = clock.view.values
-                t = clock.times.get(event.xid)
+                xid = event.xid
+                t = clock.times.get(xid)
                 if t is not None and key in values and META in values:
-                    return WindowedValue(self, clock, key, t, event.xid in clock.late)
+                    return WindowedValue(self, clock, key, t, xid in clock.late)
         return self._at(key, None)
 
     def __setitem__(self, key: Any, value: Any) -> None:

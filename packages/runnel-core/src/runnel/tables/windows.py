@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 NEVER = -math.inf
+_floor = math.floor
 
 Update = Callable[[Any], Any]
 """A change of one window's value: the old value (or the default) to the new one."""
@@ -47,12 +48,17 @@ class Window(NamedTuple):
 class KeyWindows:
     """A key's windows: ``(start, end, value)`` sorted by start (a sliding window's
     buckets have ``start == end``, the event time), and the end up to which its windows
-    are closed. Never changed in place: a change makes a new one. (Not a frozen
-    dataclass only because one of those takes almost three times as long to make, and
-    one is made per event.)"""
+    are closed. Never changed in place (but for :attr:`head`, a cache): a change makes a
+    new one. (Not a frozen dataclass only because one of those takes almost three times
+    as long to make, and one is made per event.)"""
 
     items: tuple[tuple[float, float, Any], ...] = ()
     closed_upto: float = NEVER
+    head: tuple[int, bytes] | None = field(default=None, compare=False, repr=False)
+    """``(n, data)``: the stored form of the first ``n`` items, once a codec made it (their
+    values immutable). A change that keeps those items as they are keeps it (a change of
+    the last window, a window added after the others, a close that drops none), so that a
+    key holding many windows is not encoded whole at each commit. Opaque here."""
 
 
 def merge_values(a: Any, b: Any) -> Any:
@@ -222,11 +228,12 @@ class Tumbling(Hopping):
         if not items:
             return None
         start, end, value = items[-1]
-        if start != math.floor(t / self.step) * self.step or end <= kw.closed_upto or end <= shut:
+        step = self.step
+        if start != _floor(t / step) * step or end <= kw.closed_upto or end <= shut:
             return None  # not the key's latest window, or it is closed: apply() says
         if len(items) == 1:
             return KeyWindows(((start, end, op(value, arg)),), kw.closed_upto)
-        return KeyWindows((*items[:-1], (start, end, op(value, arg))), kw.closed_upto)
+        return KeyWindows((*items[:-1], (start, end, op(value, arg))), kw.closed_upto, kw.head)
 
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
@@ -237,7 +244,8 @@ class Tumbling(Hopping):
             return kw
         items = kw.items
         if items and items[-1][0] == start:  # the usual case: the key's latest window
-            return KeyWindows((*items[:-1], (start, end, update(items[-1][2]))), kw.closed_upto)
+            last = (start, end, update(items[-1][2]))
+            return KeyWindows((*items[:-1], last), kw.closed_upto, kw.head)
         for i, (s, _, v) in enumerate(items):
             if s == start:
                 changed = (start, end, update(v))
@@ -245,7 +253,8 @@ class Tumbling(Hopping):
         added = (*items, (start, end, update(fresh(default))))
         if items and items[-1][0] > start:
             added = tuple(sorted(added, key=lambda item: item[0]))
-        return KeyWindows(added, kw.closed_upto)
+            return KeyWindows(added, kw.closed_upto)
+        return KeyWindows(added, kw.closed_upto, kw.head)  # the others kept, in order
 
 
 @dataclass(frozen=True)
@@ -388,4 +397,4 @@ def close(
     items = tuple(item for item in kw.items if kind.expiry(item, expires) > watermark)
     if not items:
         return None, closed
-    return KeyWindows(items, upto), closed
+    return KeyWindows(items, upto, kw.head if len(items) == len(kw.items) else None), closed
