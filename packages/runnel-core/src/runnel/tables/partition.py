@@ -501,6 +501,8 @@ class PartitionState:
         """Whether the key of one of ``events`` is not loaded in a table this processor
         uses (keys the partition's snapshot holds are loaded from it now)."""
         views = list(self.views.values())
+        if not views:  # a partition that only sends (events.send), keyed or not
+            return False
         key_of = self.key_of
         for event in events:
             try:
