@@ -267,16 +267,18 @@ async def test_a_second_processor_may_not_write_the_table(app_name: str, store_u
     orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
     counts = app.table("counts", source=orders, default=0)
     refused: list[BaseException] = []
+    claimed = asyncio.Event()  # the first to write claims the table: make it "first"
 
     @app.processor(orders)
     async def first(events: Any) -> None:
         async for order in events.records():
             counts[order.customer] += 1
+            claimed.set()
 
     @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
     async def second(events: Any) -> None:
         async for order in events.records():
-            await asyncio.sleep(0.01)
+            await claimed.wait()
             try:
                 counts[order.customer] = -1
             except TableError as exc:
