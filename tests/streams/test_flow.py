@@ -58,10 +58,13 @@ async def test_both_wire_protocols(redis_url: str, app_name: str, protocol: int)
     done = asyncio.Event()
     total = 500
 
+    def finished() -> None:  # both processors have had every event (the worker may stop)
+        if sum(map(len, seen.values())) == total and sum(batches) >= total:
+            done.set()
+
     def record(ping: Ping) -> None:
         seen.setdefault(ping.key, []).append(ping.n)
-        if sum(map(len, seen.values())) == total:
-            done.set()
+        finished()
 
     @app.processor(pings, name="single")
     async def single(events):
@@ -72,6 +75,7 @@ async def test_both_wire_protocols(redis_url: str, app_name: str, protocol: int)
     async def batched(events):
         async for batch in events.take(50, within=0.05).records():
             batches.append(len(batch))
+            finished()
 
     ids = await pings.send(*[Ping(key=f"k{i % 7}", n=i) for i in range(total)])
     assert len(ids) == total and all(isinstance(xid, bytes) for xid in ids)
