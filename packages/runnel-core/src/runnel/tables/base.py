@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runnel.exceptions import Misconfigured, StateUnavailable, TableError, TransportError
 from runnel.store.state import TableStore
-from runnel.tables.codec import SCALARS, ValueCodec, decode_key, encode_key
-from runnel.tables.partition import ABSENT, CLEAN, PartitionState, TableView, store_key
+from runnel.tables.codec import ValueCodec, decode_key, encode_key
+from runnel.tables.partition import ABSENT, PartitionState, TableView, store_key
 
 if TYPE_CHECKING:
     from runnel.interfaces import Serializer
@@ -131,18 +131,8 @@ class TableBase:
             view = state.views.get(self.name)
             if view is not None:
                 values = view.values
-                if key in values:  # checked when it was loaded; view.write() inlined:
-                    undo = view.undo
-                    if key not in undo:
-                        if not undo:
-                            view.written.append(view)
-                        undo[key] = values[key]
-                        view.undo_dirty[key] = view.dirty.get(key, CLEAN)
-                    values[key] = value
-                    values.move_to_end(key)
-                    view.dirty[key] = value
-                    if type(value) not in SCALARS:
-                        view.mutable = True
+                if key in values:  # checked when it was loaded
+                    view.write(key, value)
                     state.changed = True
                     return
         state, view = self._here(key)
