@@ -11,8 +11,8 @@ private redis-server, emptied between runs: no-op ``async`` jobs, one worker pro
 concurrency 50, results kept. The execution rate is timed by the job function, from the
 first job run to the last; "from the worker's start" counts from the worker process's
 launch instead (interpreter, imports, connecting, then the whole backlog). arq, saq and
-Celery run from virtual environments made on first use under ``.bench/venvs/`` (pinned
-versions below; arq needs redis-py < 6). Rounds
+Celery run from virtual environments made on first use under ``.bench/venvs/``, with the
+exact versions of ``lock/bench-<peer>.txt`` (benchmarks/peers.py). Rounds
 alternate the sides, so a slow spell of the machine hits all alike; the best of each is
 compared.
 """
@@ -32,14 +32,8 @@ import redis
 
 from benchmarks import chord, harness
 from benchmarks.common import APP, ROOT, Row, rate, spread, stream_keys
+from benchmarks.peers import PEERS
 
-PEERS = {
-    "arq": ["arq==0.28.0"],
-    # saq 0.26.4 imports typing_extensions without declaring it.
-    "saq": ["saq[redis,hiredis]==0.26.4", "typing_extensions"],
-    # Only for the workflow row (benchmarks/chord.py).
-    "celery": ["celery[redis]==5.7.0"],
-}
 SIDE = ROOT / "benchmarks" / "jobs_side.py"
 VENVS = ROOT / ".bench" / "venvs"
 CONCURRENCY = 50
@@ -55,9 +49,10 @@ def python_for(side: str) -> str:
     venv = VENVS / side
     python = venv / "bin" / "python"
     marker = venv / ".installed"
-    wanted = " ".join(PEERS[side])
+    lock = ROOT / "lock" / f"bench-{side}.txt"
+    wanted = " ".join(PEERS[side]) + "\n" + lock.read_text()
     if not marker.exists() or marker.read_text() != wanted:
-        print(f"  making {venv} ({wanted})", flush=True)
+        print(f"  making {venv} ({' '.join(PEERS[side])}, {lock.name})", flush=True)
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         subprocess.run(
             [
@@ -67,8 +62,12 @@ def python_for(side: str) -> str:
                 "install",
                 "-q",
                 "--disable-pip-version-check",
+                "-c",
+                str(lock),
                 *PEERS[side],
             ],
+            # This environment's own lock must not reach the peer's pip.
+            env={k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"},
             check=True,
         )
         marker.write_text(wanted)

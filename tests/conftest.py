@@ -49,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         help="a runnel plugin module to load first (one not installed as an entry point)",
     )
+    group.addoption(
+        "--stores",
+        metavar="NAMES",
+        default="memory,redis,cluster",
+        help="the built-in stores to run the contract suite on, comma-separated "
+        "(default: memory,redis,cluster; test-quick: memory,redis)",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """The store contract suite's fixtures: every test runs once per store.
 
 By default the stores are ``memory://`` (a fresh one per test), the session's private
-redis-server and a 3-master Redis Cluster (both emptied per test). ``--store-url URL``
+redis-server and a 3-master Redis Cluster (both emptied per test); ``--stores memory,redis``
+picks some of them. ``--store-url URL``
 runs the suite against that one store instead, whatever plugin registered its scheme
 (``--store-plugin MODULE`` loads a plugin that is not installed): docs/plugins.md,
 "Testing a store". A test gets a fresh :class:`~runnel.store.Backend` and a fresh app
@@ -34,7 +35,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if given:
         metafunc.parametrize("store_url", [given], ids=[urlsplit(given).scheme], indirect=True)
     else:
-        metafunc.parametrize("store_url", STORES, indirect=True)
+        chosen = [name.strip() for name in metafunc.config.getoption("stores").split(",")]
+        unknown = sorted(set(chosen) - set(STORES))
+        if unknown:
+            raise pytest.UsageError(f"--stores: no built-in store {', '.join(unknown)}")
+        metafunc.parametrize("store_url", [s for s in STORES if s in chosen], indirect=True)
 
 
 @pytest.fixture

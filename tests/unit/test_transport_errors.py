@@ -111,17 +111,37 @@ async def test_guarded_methods_translate() -> None:
     assert not isinstance(raw.value, TransportError)
 
 
-async def test_a_connection_torn_down_under_redis_py_is_unavailable() -> None:
-    """redis-py writing on a connection that was closed under it (here: never opened)
-    raises the missing stream's AttributeError; the seam takes it for a lost connection.
-    The same error raised anywhere else is a bug, and passes unchanged."""
-    torn = redis.asyncio.connection.Connection(host="127.0.0.1", port=1)
-    with pytest.raises(AttributeError) as raw:
-        await torn._send_packed_command([b"*1\r\n$4\r\nPING\r\n"])
-    with pytest.raises(Unavailable, match="the connection was lost"):
-        await Store(raw.value).call()
-    with pytest.raises(AttributeError):
-        await Store(AttributeError("'NoneType' object has no attribute 'name'")).call()
+async def test_a_connection_torn_down_under_a_command_is_unavailable(tmp_path: Path) -> None:
+    """A real client and server: while a command waits for its reply, another task
+    disconnects the client's connections, as the cluster client does when it drops a
+    node. redis-py reports that as a ConnectionError (8.2) or lets the missing stream's
+    AttributeError or TypeError out (older releases); either way the caller gets
+    Unavailable, which core retries, and not NotConnected, since the command was sent."""
+    from tests.support.gate import Gate
+    from tests.support.ports import start_redis
+
+    server = start_redis(tmp_path, persist=False)
+    gate = Gate(server.port, cut_at=b"torn-down", mode="hole")
+    transport = RedisTransport(gate.url())
+    partition = PartitionId("u", "s", 0)
+    try:
+        assert await transport.lengths([partition]) == {partition: 0}
+        call = asyncio.create_task(transport.append([(partition, {b"torn-down": b"1"})]))
+        while not gate.received(b"torn-down"):
+            await asyncio.sleep(0.01)
+        await transport.redis.connection_pool.disconnect()
+        with pytest.raises(Unavailable) as caught:
+            await call
+        assert not isinstance(caught.value, NotConnected)
+    finally:
+        gate.close()
+        await transport.aclose()
+
+
+def test_an_attribute_error_outside_redis_py_is_a_bug() -> None:
+    """The seam takes a missing stream for a lost connection only inside redis-py's
+    connection code: the same error raised anywhere else passes unchanged."""
+    assert kind_of(AttributeError("'NoneType' object has no attribute 'write'")) is None
 
 
 async def test_a_refused_connection_is_unavailable_and_sent_nothing() -> None:
