@@ -1,6 +1,6 @@
 """The lock: the exact version of every package this repository installs, in ``lock/``.
 
-    .venv/bin/python tools/lock.py            # after an input changed: keep every pin that still fits
+    .venv/bin/python tools/lock.py            # after an input changed: keep the pins that fit
     .venv/bin/python tools/lock.py upgrade    # the newest releases, then the quick suite on them
     .venv/bin/python tools/lock.py check      # fail if lock/ is not what the inputs resolve to
 
@@ -86,8 +86,10 @@ def workspace_inputs() -> list[str]:
     lines: list[str] = []
     for env in hatch_config()["envs"].values():
         for member in env.get("workspace", {}).get("members", []):
-            path, features = (member, []) if isinstance(member, str) else (
-                member["path"], member.get("features", [])
+            path, features = (
+                (member, [])
+                if isinstance(member, str)
+                else (member["path"], member.get("features", []))
             )
             lines.append(f"-e ./{path}" + (f"[{','.join(features)}]" if features else ""))
         for dependency in env.get("dependencies", []):
@@ -125,8 +127,10 @@ def floor_inputs() -> list[str]:
     tools = [
         f"{name}=={locked[name.lower()][0]}"
         for line in workspace_inputs()
-        if not line.startswith("-e") and (name := re.split(r"[<>=!~\[ ;]", line)[0])
-        and name.lower() in locked and line not in TOOLS
+        if not line.startswith("-e")
+        and (name := re.split(r"[<>=!~\[ ;]", line)[0])
+        and name.lower() in locked
+        and line not in TOOLS
     ]
     return published_requirements() + sorted(set(tools))
 
@@ -143,9 +147,22 @@ def resolve(inputs: list[str], output: Path, *, upgrade: bool, lowest: bool = Fa
         if output.exists() and not upgrade:
             shutil.copy(output, out)
         command = [
-            sys.executable, "-m", "uv", "pip", "compile", str(given), "-o", str(out),
-            "--universal", "--python-version", PYTHON, "--no-header", "--quiet",
-            "--annotation-style", "line", "--system-certs",
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "compile",
+            str(given),
+            "-o",
+            str(out),
+            "--universal",
+            "--python-version",
+            PYTHON,
+            "--no-header",
+            "--quiet",
+            "--annotation-style",
+            "line",
+            "--system-certs",
         ]
         if upgrade:
             command.append("--upgrade")
@@ -193,7 +210,7 @@ def report(before: dict[str, dict[str, list[str]]]) -> set[str]:
     for path in sorted(LOCK.glob("*.txt")):
         old, new = before.get(path.name, {}), pins(path)
         lines = [
-            f"  {name}: {', '.join(old.get(name, [])) or '-'} -> {', '.join(new.get(name, [])) or '-'}"
+            f"  {name}: {shown(old.get(name))} -> {shown(new.get(name))}"
             for name in sorted(set(old) | set(new))
             if old.get(name) != new.get(name)
         ]
@@ -205,6 +222,10 @@ def report(before: dict[str, dict[str, list[str]]]) -> set[str]:
     return changed
 
 
+def shown(versions: list[str] | None) -> str:
+    return ", ".join(versions or []) or "-"
+
+
 def check() -> int:
     """Resolve again into a scratch copy, keeping the pins: any difference is stale."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -214,7 +235,9 @@ def check() -> int:
         stale = [p.name for p in sorted(LOCK.glob("*.txt")) if pins(p) != pins(copy / p.name)]
         stale += [p.name for p in sorted(copy.glob("*.txt")) if not (LOCK / p.name).exists()]
     if stale:
-        print(f"Error: lock/ is out of date ({', '.join(stale)}): run .venv/bin/python tools/lock.py")
+        print(
+            f"Error: lock/ is out of date ({', '.join(stale)}): run .venv/bin/python tools/lock.py"
+        )
         return 1
     print("lock/ is what the inputs resolve to")
     return 0
@@ -237,8 +260,19 @@ def quick_suite(lock: Path) -> bool:
         env = {**os.environ, "PIP_CONSTRAINT": str(lock)}
         print(f"building an environment from {lock.relative_to(ROOT)}", flush=True)
         subprocess.run(
-            [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(listed)],
-            cwd=ROOT, env=env, check=True,
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+                str(listed),
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
         )
         print(f"running the quick suite on {lock.relative_to(ROOT)}", flush=True)
         return subprocess.run([python, *argv[1:]], cwd=ROOT, env=env).returncode == 0

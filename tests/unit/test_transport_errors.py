@@ -117,6 +117,7 @@ async def test_a_connection_torn_down_under_a_command_is_unavailable(tmp_path: P
     node. redis-py reports that as a ConnectionError (8.2) or lets the missing stream's
     AttributeError or TypeError out (older releases); either way the caller gets
     Unavailable, which core retries, and not NotConnected, since the command was sent."""
+    from tests.support.apps import eventually
     from tests.support.gate import Gate
     from tests.support.ports import start_redis
 
@@ -127,8 +128,7 @@ async def test_a_connection_torn_down_under_a_command_is_unavailable(tmp_path: P
     try:
         assert await transport.lengths([partition]) == {partition: 0}
         call = asyncio.create_task(transport.append([(partition, {b"torn-down": b"1"})]))
-        while not gate.received(b"torn-down"):
-            await asyncio.sleep(0.01)
+        await eventually(lambda: gate.received(b"torn-down"), "the command reached the proxy")
         await transport.redis.connection_pool.disconnect()
         with pytest.raises(Unavailable) as caught:
             await call
