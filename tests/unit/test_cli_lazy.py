@@ -19,6 +19,7 @@ HEAVY = [
     "croniter",
     "fastavro",
     "msgpack",
+    "opentelemetry",
     "pydantic",
     "pyspark",
     "redis",

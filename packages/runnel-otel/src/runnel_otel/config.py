@@ -1,12 +1,20 @@
-"""When tracing is on, and with which tracer: decided once per provider, cheaply checked."""
+"""When tracing is on, and with which tracer: decided once per provider, cheaply checked.
+
+OpenTelemetry is imported at the first check, not with this module: every ``runnel``
+command loads the plugin, and ``runnel --help`` must stay light (some releases of
+opentelemetry-api import asyncio)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
+if TYPE_CHECKING:
+    from opentelemetry import trace as trace_api
+
+trace: Any = None  # opentelemetry.trace, once _configure_from_env has run
 
 log = logging.getLogger("runnel.otel")
 
@@ -14,13 +22,13 @@ NAME = "runnel_otel"
 EXPORTERS = ("otlp", "console")
 
 _lock = threading.Lock()
-_explicit: trace.TracerProvider | None = None
+_explicit: trace_api.TracerProvider | None = None
 _instrumented = False
 _from_env_done = False
-_cached: tuple[object, trace.Tracer] | None = None
+_cached: tuple[object, trace_api.Tracer] | None = None
 
 
-def instrument(tracer_provider: trace.TracerProvider | None = None) -> None:
+def instrument(tracer_provider: trace_api.TracerProvider | None = None) -> None:
     """Trace Runnel with ``tracer_provider`` (default: the global one, whatever is set)."""
     global _explicit, _instrumented, _cached
     with _lock:
@@ -34,7 +42,7 @@ def uninstrument() -> None:
         _explicit, _instrumented, _cached = None, False, None
 
 
-def tracer() -> trace.Tracer | None:
+def tracer() -> trace_api.Tracer | None:
     """The tracer to use, or None when tracing is off (no provider is configured)."""
     if not _from_env_done:
         _configure_from_env()
@@ -53,7 +61,7 @@ def tracer() -> trace.Tracer | None:
     return _remember(provider)
 
 
-def _remember(provider: trace.TracerProvider) -> trace.Tracer:
+def _remember(provider: trace_api.TracerProvider) -> trace_api.Tracer:
     global _cached
     from importlib.metadata import version
 
@@ -66,10 +74,13 @@ def _configure_from_env() -> None:
     """``OTEL_TRACES_EXPORTER=otlp`` (or ``console``, or both, comma-separated) with no
     provider set: set a global SDK provider that exports there, configured by the usual
     ``OTEL_*`` variables (service name, endpoint, headers, sampler)."""
-    global _from_env_done
+    global _from_env_done, trace
     with _lock:
         if _from_env_done:
             return
+        from opentelemetry import trace as imported
+
+        trace = imported
         _from_env_done = True
         # A provider named by OTEL_PYTHON_TRACER_PROVIDER is loaded now, once.
         trace.get_tracer_provider()
