@@ -4,7 +4,8 @@ tests/support/windows.py (written from docs/state.md, "Windows"). The windows em
 close, the late events (the count, and the records sent to the ``late=`` stream) and the
 windows read back after must all be the model's. Then the cases docs/state.md spells out,
 on fixed times: a session event joining an open session, one near a closed session only,
-and a sliding event whose own window has closed while a later one holds it."""
+a sliding event whose own window has closed while a later one holds it, and a session
+event whose iteration failed and was tried again."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runnel import App, WindowClosed
+from runnel import App, ExceptionPolicy, WindowClosed
 from runnel.tables.clock import Meta
 from runnel.testing import run
 from tests.state.test_windows import Sale, arrived
@@ -220,3 +221,48 @@ async def test_a_sliding_event_counts_in_a_later_open_window_after_its_own_close
     ]
     sales = as_sales(events)
     check(await play(store_url, "sliding", sales, 3, 100, want=want), want, sales)
+
+
+async def test_a_failed_iteration_of_a_session_event_is_judged_again(
+    app_name: str, store_url: str
+) -> None:
+    # The 6.5 joins a's open [10, 15); the 1 joins nothing (6.5 - 1 >= 5) and is late.
+    # Each fails once after its change, which is rolled back: each is judged once more,
+    # the 6.5 counted once in its session, the 1 counted late once.
+    events: list[reference.Event] = [
+        ("a", 10, 1),
+        ("b", 16, 1),
+        ("a", 6.5, 2),
+        ("a", 1, 4),
+        ("b", 100, 1),
+    ]
+    want = model("session", events, 2, None)
+    assert want.late == [3] and ("a", 6.5, 15, 3) in want.closed
+    app = App(name=app_name, redis_url=store_url)
+    stream = app.stream("sales", record=Sale, partition_by="shop", partition_count=1)
+    closed = app.stream("closed", record=WindowClosed, partition_by="key", partition_count=1)
+    too_late = app.stream("too_late", record=Sale, partition_by="shop", partition_count=1)
+    table = app.table("totals", source=stream, default=0).session(
+        5, grace=2, time="at", on_close=closed, late=too_late
+    )
+    failed: set[float] = set()
+
+    @app.processor(stream, exception_policy=ExceptionPolicy.RETRY, retries=3, retry_backoff=0.01)
+    async def total(events: Any) -> None:
+        async for sale in events.records():
+            table[sale.shop] += sale.amount
+            if sale.at in (6.5, 1) and sale.at not in failed:
+                failed.add(sale.at)
+                raise RuntimeError("once")
+
+    sales = as_sales(events)
+    async with run(app, store=store_url) as t:
+        await stream.send(*sales)
+        await t.processed()
+        emitted = await arrived(t, closed, len(want.closed))
+        late = await arrived(t, too_late, len(want.late))
+    assert failed == {6.5, 1}
+    assert sorted((r.key, r.start, r.end, r.value) for r in emitted) == sorted(want.closed)
+    assert late == [sales[3]]
+    assert (await table.clocks())[0] == Meta(watermark=100, late=1)
+    await app.aclose()
