@@ -1,12 +1,12 @@
-"""The window functions against plain reference computations, on one key's events (and
-the keys a table view keeps encoded).
+"""The window functions against the plain reference model of tests/support/windows.py
+(written from docs/state.md), on one key's events, driven as a partition's clock drives
+them; and the keys a table view keeps encoded.
 
-The model both follow: events arrive in some order, each with an event time; the
-watermark is the latest time seen so far. An event is late when every window it would
-be in was closed already; otherwise it counts in its windows that are still open. After
-each event, the windows whose end plus the grace period the watermark reached close,
-with the sum of what counted in them. The references keep the events themselves, not
-partial values.
+The model: events arrive in some order, each with an event time; the watermark is the
+latest time seen so far. An event is late when every window it would be in was closed
+already; otherwise it counts in its windows that are still open. After each event, the
+windows whose end plus the grace period the watermark reached close, with the sum of what
+counted in them, and those whose end plus ``expires`` it reached are deleted.
 """
 
 from __future__ import annotations
@@ -33,81 +33,100 @@ from runnel.tables.windows import (
 )
 from tests.support import windows as reference
 
-Events = list[tuple[int, int]]  # (event time, amount), in arrival order
+Events = list[tuple[float, int]]  # (event time, amount), in arrival order
 Closed = list[tuple[Window, int]]
 
-events = st.lists(st.tuples(st.integers(0, 400), st.integers(1, 9)), max_size=60)
+# Half seconds, so that times fall on window bounds and between them; spread wide, or
+# close together (out of order by less than a window or a gap, the cases that decide).
+events = st.one_of(
+    st.lists(st.tuples(st.integers(0, 800).map(lambda x: x / 2), st.integers(1, 9)), max_size=60),
+    st.lists(st.tuples(st.integers(0, 120).map(lambda x: x / 2), st.integers(1, 9)), max_size=30),
+)
 graces = st.sampled_from([0, 5, 30])
+expiries = st.sampled_from([None, 40])
 
 
-def run(kind: Kind, evs: Events, grace: float, expires: float | None = None) -> Closed:
-    """Drive the window functions as a partition's clock does."""
-    kw: KeyWindows | None = KeyWindows()
+def run(kind: Kind, evs: Events, grace: float, expires: float | None = None) -> reference.Outcome:
+    """Drive the window functions as a partition's clock does, for the key ``"k"``."""
+    kw = KeyWindows()
     wm = -math.inf
-    out: Closed = []
+    out = reference.Outcome()
     expires = grace if expires is None else expires
-    for t, amount in evs:
-        if kind.latest_end(t) + grace > wm:  # not late
-            kw = kw or KeyWindows()
-            kw = kind.bump(kw, t, operator.add, amount, wm - grace) or kind.apply(
-                kw, t, lambda v, a=amount: v + a, 0, wm - grace
+    for i, (t, amount) in enumerate(evs):
+        shut = wm - grace
+        if kind.latest_end(t) + grace > wm:  # on time
+            kw = kind.bump(kw, t, operator.add, amount, shut) or kind.apply(
+                kw, t, lambda v, a=amount: v + a, 0, shut
             )
+        elif kind.late_by_key:  # late unless it changes an open window of its key
+            new = kind.apply(kw, t, lambda v, a=amount: v + a, 0, shut)
+            if new is kw:
+                out.late.append(i)
+            kw = new
+        else:
+            out.late.append(i)
         wm = max(wm, t)
-        if kw is not None:
-            due = deadline(kind, kw, grace, expires)
-            if due is not None and due <= wm:
-                kw, closed = close(kind, kw, wm, grace, expires)
-                out += closed
+        due = deadline(kind, kw, grace, expires)
+        if due is not None and due <= wm:
+            kept, closed = close(kind, kw, wm, grace, expires)
+            out.closed += [("k", w.start, w.end, v) for w, v in closed]
+            kw = kept or KeyWindows()
+    if kind.windows(kw):
+        out.windows = {"k": [(w.start, w.end, v) for w, v in kind.windows(kw)]}
+    out.watermark = wm
     return out
-
-
-def reference_hopping(size: int, step: int, evs: Events, grace: int) -> Closed:
-    return [(Window(s, e), v) for _, s, e, v in reference.hopping(size, step, keyed(evs), grace)]
-
-
-def reference_sliding(size: int, evs: Events, grace: int) -> Closed:
-    return [(Window(s, e), v) for _, s, e, v in reference.sliding(size, keyed(evs), grace)]
-
-
-def reference_session(gap: int, evs: Events, grace: int) -> Closed:
-    return [(Window(s, e), v) for _, s, e, v in reference.session(gap, keyed(evs), grace)]
 
 
 def keyed(evs: Events) -> list[tuple[str, float, int]]:
     return [("k", t, a) for t, a in evs]
 
 
-def ordered(closed: Closed) -> Closed:
-    return sorted(closed, key=lambda c: (c[0].end, c[0].start))
+def same(found: reference.Outcome, want: reference.Outcome) -> None:
+    assert sorted(found.closed, key=by_end) == sorted(want.closed, key=by_end)
+    assert found.late == want.late
+    assert found.windows == want.windows
+    assert found.watermark == want.watermark
+
+
+def by_end(c: reference.Closed) -> tuple[float, float]:
+    return c[2], c[1]
+
+
+def emitted(found: reference.Outcome) -> Closed:
+    return [(Window(s, e), v) for _, s, e, v in found.closed]
 
 
 @settings(max_examples=300, deadline=None)
-@given(events, graces, st.sampled_from([10, 60]))
-def test_tumbling(evs: Events, grace: int, size: int) -> None:
-    assert ordered(run(Tumbling(size), evs, grace)) == ordered(
-        reference_hopping(size, size, evs, grace)
+@given(events, graces, expiries, st.sampled_from([10, 60]))
+def test_tumbling(evs: Events, grace: int, expires: int | None, size: int) -> None:
+    same(
+        run(Tumbling(size), evs, grace, expires),
+        reference.tumbling(size, keyed(evs), grace, expires),
     )
 
 
 @settings(max_examples=300, deadline=None)
-@given(events, graces, st.sampled_from([(60, 20), (30, 10), (20, 20), (50, 15)]))
-def test_hopping(evs: Events, grace: int, shape: tuple[int, int]) -> None:
+@given(events, graces, expiries, st.sampled_from([(60, 20), (30, 10), (20, 20), (50, 15)]))
+def test_hopping(evs: Events, grace: int, expires: int | None, shape: tuple[int, int]) -> None:
     size, step = shape
-    assert ordered(run(Hopping(size, step), evs, grace)) == ordered(
-        reference_hopping(size, step, evs, grace)
+    same(
+        run(Hopping(size, step), evs, grace, expires),
+        reference.hopping(size, step, keyed(evs), grace, expires),
     )
 
 
 @settings(max_examples=300, deadline=None)
-@given(events, graces, st.sampled_from([10, 45]))
-def test_sliding(evs: Events, grace: int, size: int) -> None:
-    assert ordered(run(Sliding(size), evs, grace)) == ordered(reference_sliding(size, evs, grace))
+@given(events, graces, expiries, st.sampled_from([10, 45]))
+def test_sliding(evs: Events, grace: int, expires: int | None, size: int) -> None:
+    same(
+        run(Sliding(size), evs, grace, expires), reference.sliding(size, keyed(evs), grace, expires)
+    )
 
 
 @settings(max_examples=300, deadline=None)
-@given(events, graces, st.sampled_from([5, 20]))
-def test_session(evs: Events, grace: int, gap: int) -> None:
-    assert ordered(run(Session(gap), evs, grace)) == ordered(reference_session(gap, evs, grace))
+@given(events, graces, expiries, st.sampled_from([5, 20]))
+def test_session(evs: Events, grace: int, expires: int | None, gap: int) -> None:
+    same(run(Session(gap), evs, grace, expires), reference.session(gap, keyed(evs), grace, expires))
 
 
 kinds = st.sampled_from([Tumbling(10), Hopping(60, 20), Sliding(10), Session(5)])
@@ -157,7 +176,7 @@ def test_a_change_that_keeps_the_bounds_keeps_the_deadline(
     # A clock skips computing the deadline when only values changed: it must be the same.
     kw, wm = KeyWindows(), -math.inf
     for t, amount in evs:
-        if kind.latest_end(t) + grace > wm:
+        if kind.latest_end(t) + grace > wm or kind.late_by_key:
             new = kind.apply(kw, t, lambda v, a=amount: v + a, 0, wm - grace)
             if kw.items and same_bounds(kw, new):
                 assert deadline(kind, new, grace, 60) == deadline(kind, kw, grace, 60)
@@ -169,26 +188,83 @@ def test_a_change_that_keeps_the_bounds_keeps_the_deadline(
 
 
 def test_fixed_example_per_minute() -> None:
-    evs = [(0, 1), (30, 2), (59, 3), (60, 4), (10, 5), (125, 6), (61, 7)]
+    evs: Events = [(0, 1), (30, 2), (59, 3), (60, 4), (10, 5), (125, 6), (61, 7)]
     # grace 0: the 10 arrives after the watermark reached 60, so window [0, 60) closed.
-    assert run(Tumbling(60), evs, 0) == [(Window(0, 60), 6), (Window(60, 120), 4)]
+    found = run(Tumbling(60), evs, 0)
+    assert emitted(found) == [(Window(0, 60), 6), (Window(60, 120), 4)]
+    assert found.late == [4, 6]
     # grace 20: the 10 still counts; [60, 120) stays open until the watermark reaches 140.
-    assert run(Tumbling(60), evs, 20) == [(Window(0, 60), 11)]
-    assert run(Tumbling(60), [*evs, (140, 1)], 20)[1] == (Window(60, 120), 11)
+    assert emitted(run(Tumbling(60), evs, 20)) == [(Window(0, 60), 11)]
+    assert emitted(run(Tumbling(60), [*evs, (140, 1)], 20))[1] == (Window(60, 120), 11)
 
 
 def test_a_late_event_between_sessions_merges_them_only_while_open() -> None:
-    evs = [(0, 1), (15, 1), (9, 1), (100, 1)]
+    evs: Events = [(0, 1), (15, 1), (9, 1), (100, 1)]
     # gap 10: [0, 10) and [15, 25); the 9 arrives late but within the grace period: its
     # [9, 19) overlaps both, so they become one session [0, 25) of three events.
-    assert run(Session(10), evs, 100) == []
-    assert run(Session(10), [*evs, (500, 1)], 100) == [
+    assert emitted(run(Session(10), evs, 100)) == []
+    assert emitted(run(Session(10), [*evs, (500, 1)], 100)) == [
         (Window(0, 25), 3),
         (Window(100, 110), 1),
     ]
-    # Without grace, [0, 10) closed at 15: the 9 is late for it, and [9, 19) overlaps
-    # it, but a closed session is never extended: the 9 joins [15, 25) alone.
-    assert run(Session(10), evs, 0) == [(Window(0, 10), 1), (Window(9, 25), 2)]
+    # Without grace, [0, 10) closed at 15: the 9 is less than the gap from its 0, but a
+    # closed session is never extended: the 9 joins [15, 25) alone.
+    assert emitted(run(Session(10), evs, 0)) == [(Window(0, 10), 1), (Window(9, 25), 2)]
+
+
+def test_an_event_that_joins_an_open_session_is_not_late() -> None:
+    # gap 5, grace 2: [10, 15) closes when the watermark reaches 17. At 16, the 6.5's own
+    # session [6.5, 11.5) would have closed (at 13.5), but it joins [10, 15): 10 - 6.5 < 5.
+    found = run(Session(5), [(10, 1), (16, 1), (6.5, 1)], 2)
+    assert found.late == []
+    assert found.windows == {"k": [(6.5, 15, 2), (16, 21, 1)]}
+    # At 17 [10, 15) has closed: the 6.5 joins nothing open, and is late.
+    found = run(Session(5), [(10, 1), (17, 1), (6.5, 1)], 2)
+    assert found.late == [2]
+    assert emitted(found) == [(Window(10, 15), 1)]
+
+
+def test_an_event_near_a_closed_session_only_is_late_or_starts_its_own() -> None:
+    # gap 5, grace 3, expires 100: [10, 15) closed when the watermark reached 19. The 13.5
+    # is less than the gap from the 10, but a closed session (emitted already) changes no
+    # more: the 13.5's own session [13.5, 18.5), open until 21.5, is a session of its own.
+    found = run(Session(5), [(10, 1), (19, 1), (13.5, 1)], 3, 100)
+    assert found.late == []
+    assert found.windows == {"k": [(10, 15, 1), (13.5, 18.5, 1), (19, 24, 1)]}
+    # At 22 its own session would be closed too: late.
+    found = run(Session(5), [(10, 1), (22, 1), (13.5, 1)], 3, 100)
+    assert found.late == [2]
+    assert found.windows == {"k": [(10, 15, 1), (22, 27, 1)]}
+    # An open session less than the gap away is joined as usual.
+    found = run(Session(5), [(10, 1), (16, 1), (12, 1)], 0, 100)
+    assert found.windows == {"k": [(10, 15, 1), (12, 21, 2)]}
+
+
+def test_a_sliding_event_counts_in_the_open_windows_after_its_own_closed() -> None:
+    # size 10, grace 3. At the 25, the watermark is 25: windows ending up to 22 are closed,
+    # so the 20's window (10, 20] is; (15, 25] is open.
+    evs: Events = [(20, 1), (25, 1), (21, 1), (12, 1), (19, 1), (30, 1), (40, 1)]
+    found = run(Sliding(10), evs, 3, 100)
+    # The 21: its own window (11, 21] closed, but (15, 25] holds it. The 12: every window
+    # holding it ends before 22: late. The 19: (15, 25] holds it, and so would a window
+    # ending before 29. Neither makes a window of its own; (10, 20] stays as it was.
+    assert found.late == [3]
+    assert emitted(found) == [
+        (Window(10, 20), 1),
+        (Window(15, 25), 4),
+        (Window(20, 30), 3),
+    ]
+    assert found.windows == {"k": [(10, 20, 1), (15, 25, 4), (20, 30, 3), (30, 40, 1)]}
+
+
+def test_a_closed_sliding_window_reads_as_emitted_until_it_expires() -> None:
+    # size 10, grace 0, expires 3: the 0's window closes at 0 and is deleted at 3; its
+    # event still counts in the later windows, and (-5, 5] reads as it was emitted until
+    # it is deleted at 8.
+    found = run(Sliding(10), [(0, 1), (5, 1), (4, 1)], 0, 3)
+    assert emitted(found) == [(Window(-10, 0), 1), (Window(-5, 5), 2)]
+    assert found.windows == {"k": [(-5, 5, 2)]}
+    assert run(Sliding(10), [(0, 1), (5, 1), (8, 1)], 0, 3).windows == {"k": [(-2, 8, 3)]}
 
 
 def test_expired_windows_are_dropped_and_closed_ones_stay_until_then() -> None:

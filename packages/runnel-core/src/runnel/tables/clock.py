@@ -3,7 +3,10 @@ the windows it closes.
 
 Per iteration of the processor (an event, or a ``take()`` batch), the partition's state
 asks each clock twice. :meth:`Clock.before`: which of the events are late (every window
-they would be in is closed), counted, and sent to the late stream if there is one.
+they would be in is closed), counted, and sent to the late stream if there is one. (A
+session event may join an open session of the key it changes even when its own session
+would be closed: :class:`KeyedClock` counts it late after the iteration, if none of its
+changes did.)
 :meth:`Clock.after`: the watermark moves to the latest event time seen, and the keys whose
 windows that closes or expires are handled: each closed window emitted once, expired
 ones deleted. All of it is written like any change of the iteration, so it commits with
@@ -104,7 +107,12 @@ class Clock:
         self.state = state
         self.view = view
         self.late: set[bytes] = set()
-        """The ids of this iteration's late events (their writes are dropped)."""
+        """The ids of this iteration's late events (their writes are dropped), and of those
+        in :attr:`pending`."""
+        self.pending: dict[bytes, Event] = {}
+        """This iteration's events judged by the windows they change (a kind
+        :attr:`~runnel.tables.windows.Kind.late_by_key`): late unless a change of theirs
+        changes an open window (see :meth:`join`)."""
         self.next_due = -math.inf
         """No deadline is before this (-inf: unknown, ask the store)."""
         self.times: dict[bytes, float] = {}
@@ -133,6 +141,18 @@ class Clock:
 
     def is_late(self, t: float) -> bool:
         return self.table.kind.latest_end(t) + self.table.grace <= self.meta.watermark
+
+    def lateness(self, xid: bytes) -> bool | bytes:
+        """What a :class:`~runnel.tables.windowed.WindowedValue` of this event holds: False
+        (on time), True (late: its changes are dropped) or its id (:meth:`join` decides)."""
+        if xid not in self.late:
+            return False
+        return xid if xid in self.pending else True
+
+    def time_late(self, t: float) -> bool:
+        """Whether a change at time ``t`` (not an event's) is dropped: for a kind judged by
+        the key, :meth:`~runnel.tables.windows.Kind.apply` decides (no window it changes)."""
+        return not self.table.kind.late_by_key and self.is_late(t)
 
     def time_of(self, event: Event) -> float:
         found = self.times.get(event.xid)
@@ -163,6 +183,17 @@ class Clock:
         new = table.kind.apply(kw, t, lambda value: op(value, arg), table.default, shut)
         if new is not kw:
             self.store(key, new, kw)
+
+    def join(self, xid: bytes, key: Any, t: float, op: Callable[[Any, Any], Any], arg: Any) -> None:
+        """:meth:`change` for an event in :attr:`pending`: if it changes an open window of
+        ``key`` (a session it joins), the event is on time."""
+        kw = self.windows_of(key)
+        table = self.table
+        new = table.kind.apply(kw, t, lambda value: op(value, arg), table.default, self.shut())
+        if new is not kw:
+            self.store(key, new, kw)
+            if self.pending.pop(xid, None) is not None:
+                self.late.discard(xid)
 
     def store(self, key: Any, kw: KeyWindows | None, before: KeyWindows | None = None) -> None:
         """A key's windows changed (None: it has none left); ``before``, what they were,
@@ -201,6 +232,7 @@ class Clock:
             return False
         if self.late:
             self.late.clear()
+            self.pending.clear()
         times = self.times
         times.clear()
         latest_end, event_time, grace = self._latest_end, self._event_time, self._grace
@@ -243,11 +275,19 @@ class Clock:
         """Count (and send on) the events that are late."""
         await self.load()
         self.late.clear()
+        self.pending.clear()
         self.times.clear()
         late = [e for e in events if self.is_late(self.time_of(e))]
         if not late:
             return
         self.late.update(e.xid for e in late)
+        if self.table.kind.late_by_key:  # judged by what they change: after the iteration
+            self.pending.update((e.xid, e) for e in late)
+            return
+        await self.count_late(late)
+
+    async def count_late(self, late: Sequence[Event]) -> None:
+        """Count late events, and send them to the late stream if there is one."""
         meta = self.meta
         self._set_meta(Meta(meta.watermark, meta.late + len(late)))
         self.view.late += len(late)  # in the metrics once committed
@@ -263,6 +303,7 @@ class Clock:
     def rolled_back(self) -> None:
         self.next_due = -math.inf  # what the failed iteration told us is gone: ask again
         self.late.clear()
+        self.pending.clear()
 
     async def _close_due(self) -> None:
         watermark = self.meta.watermark
@@ -311,3 +352,21 @@ class Clock:
         if closed:
             self.view.closed += len(closed)  # in the metrics once committed
             await table.emit(self.state, closed)
+
+
+class KeyedClock(Clock):
+    """The clock of a kind whose events are judged late by the key they change (a
+    session's): an event whose own windows closed is late only if none of its changes
+    changed an open window (:meth:`Clock.join`), so it is counted after the iteration."""
+
+    def after_now(self, events: Sequence[Event]) -> bool:
+        if self.pending:
+            return False  # after() counts them first
+        return Clock.after_now(self, events)
+
+    async def after(self, events: Sequence[Event]) -> None:
+        if self.pending:
+            late = list(self.pending.values())
+            self.pending.clear()
+            await self.count_late(late)
+        await Clock.after(self, events)

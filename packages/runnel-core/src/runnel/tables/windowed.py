@@ -22,7 +22,7 @@ import msgpack
 from runnel.exceptions import Misconfigured, TableError
 from runnel.record import Record
 from runnel.tables.base import _NOTHING, TableBase, current
-from runnel.tables.clock import META, Clock, Meta, entry_time_of
+from runnel.tables.clock import META, Clock, KeyedClock, Meta, entry_time_of
 from runnel.tables.codec import IMMUTABLE, SCALARS, ValueCodec, decode_key, encode_key
 from runnel.tables.partition import PartitionState
 from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
@@ -230,6 +230,8 @@ class WindowedTable(TableBase):
 
     def clock(self, state: PartitionState, view: Any) -> Clock:
         """This table's clock on a partition (see :meth:`PartitionState.clock`)."""
+        if self.kind.late_by_key:
+            return KeyedClock(self, state, view)
         return Clock(self, state, view)
 
     def _at(self, key: Any, when: Any) -> WindowedValue:
@@ -244,12 +246,12 @@ class WindowedTable(TableBase):
                     f"table {self.name!r}: in a take() batch, say which event a window is "
                     f"for: {self.name}.at(event)[key]"
                 )
-            t, late = clock.time_of(event), event.xid in clock.late
+            t, late = clock.time_of(event), clock.lateness(event.xid)
         elif isinstance(when, Event):
-            t, late = clock.time_of(when), when.xid in clock.late
+            t, late = clock.time_of(when), clock.lateness(when.xid)
         else:
             t = seconds(when) if not isinstance(when, Record) else self.record_time(when)
-            late = clock.is_late(t)
+            late = clock.time_late(t)
         if key not in view.values:
             self._load_now(state, view, key)
         return WindowedValue(self, clock, key, t, late)
@@ -263,8 +265,8 @@ class WindowedTable(TableBase):
                 values = clock.view.values
                 xid = event.xid
                 t = clock.times.get(xid)
-                if t is not None and key in values and META in values:
-                    return WindowedValue(self, clock, key, t, xid in clock.late)
+                if t is not None and key in values and META in values and xid not in clock.late:
+                    return WindowedValue(self, clock, key, t, False)
         return self._at(key, None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -278,7 +280,7 @@ class WindowedTable(TableBase):
 
     def __contains__(self, key: Any) -> bool:
         found = self._at(key, None)
-        return bool(found.clock.windows_of(key).items)
+        return self.kind.holds(found.clock.windows_of(key))
 
     def at(self, when: Any) -> At:
         """The windows at another time than the event's: an :class:`~runnel.Event` (in a
@@ -343,7 +345,9 @@ class WindowedTable(TableBase):
                 )
                 for raw_key, raw in entries:
                     if raw_key != META:
-                        yield decode_key(raw_key), self.kind.windows(self.codec.decode(raw))
+                        held = self.kind.windows(self.codec.decode(raw))
+                        if held:  # (a sliding key may hold only events later windows hold)
+                            yield decode_key(raw_key), held
                 if not cursor:
                     break
 
@@ -399,6 +403,8 @@ def _inplace(op: Callable[[Any, Any], Any]) -> Callable[[WindowedValue, Any], Wi
     def apply(self: WindowedValue, other: Any) -> WindowedValue:
         if not self.late:  # as update() does, one call less
             self.clock.change(self.key, self.time, op, other)
+        elif self.late is not True:  # an event id: judged by the session it joins
+            self.clock.join(self.late, self.key, self.time, op, other)
         return self
 
     return apply
@@ -406,11 +412,15 @@ def _inplace(op: Callable[[Any, Any], Any]) -> Callable[[WindowedValue, Any], Wi
 
 class WindowedValue:
     """A key's windows at one event time, inside the processor. Changing it changes each
-    open window that time is in; a late event's changes are dropped (it was counted)."""
+    open window that time is in; a late event's changes are dropped (it was counted).
+    ``late`` is False, True, or (a session event whose own session would be closed) the
+    event's id: its change is made if it joins an open session, and then it is on time."""
 
     __slots__ = ("clock", "key", "late", "table", "time")
 
-    def __init__(self, table: WindowedTable, clock: Clock, key: Any, t: float, late: bool) -> None:
+    def __init__(
+        self, table: WindowedTable, clock: Clock, key: Any, t: float, late: bool | bytes
+    ) -> None:
         self.table = table
         self.clock = clock
         self.key = key
@@ -424,6 +434,8 @@ class WindowedValue:
         """Apply ``change`` (old value -> new value) to each open window of this time."""
         if not self.late:
             self.clock.change(self.key, self.time, _call, change)
+        elif self.late is not True:
+            self.clock.join(self.late, self.key, self.time, _call, change)
 
     def set(self, value: Any) -> None:
         self.update(lambda _: value)

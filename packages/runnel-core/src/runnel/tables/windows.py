@@ -11,14 +11,18 @@ event time maps to windows is a :class:`Kind`:
   seconds up to and including it, ``(t - size, t]``. Kept as one partial value per event
   time (a *bucket*), merged when read.
 - :class:`Session` ``(gap)``: a key's events less than ``gap`` apart form one session,
-  ``[first, last + gap)``; an event between two sessions merges them.
+  ``[first, last + gap)``; an event between two sessions merges them. Which sessions an
+  event joins depends on the key's others: a session event is judged late by the key it
+  changes.
 
 Sliding and session values are combined with a *merge* function (numbers add, lists
 concatenate, sets unite unless told otherwise). A window **closes** when the partition's
 watermark (the latest event time it has seen) reaches its end plus the grace period: it is
 emitted then, and changes no more. It **expires** (is deleted) when the watermark reaches
-its end plus ``expires``. Nothing here knows about stores or processors: the functions
-are tested against plain reference computations (tests/state/test_window_kinds.py).
+its end plus ``expires``. An event is late when every window it would be in has closed
+(docs/state.md says what that is per kind). Nothing here knows about stores or
+processors: the functions are tested against a plain reference model written from the
+docs (tests/support/windows.py, tests/state/test_window_kinds.py).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import copy
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 NEVER = -math.inf
 _floor = math.floor
@@ -47,10 +51,11 @@ class Window(NamedTuple):
 @dataclass(slots=True, unsafe_hash=True)
 class KeyWindows:
     """A key's windows: ``(start, end, value)`` sorted by start (a sliding window's
-    buckets have ``start == end``, the event time), and the end up to which its windows
-    are closed. Never changed in place (but for :attr:`head`, a cache): a change makes a
-    new one. (Not a frozen dataclass only because one of those takes almost three times
-    as long to make, and one is made per event.)"""
+    buckets: the event time, the first window end they count in, and their value; see
+    :class:`Sliding`), and the end up to which its windows are closed. Never changed in
+    place (but for :attr:`head`, a cache): a change makes a new one. (Not a frozen
+    dataclass only because one of those takes almost three times as long to make, and one
+    is made per event.)"""
 
     items: tuple[tuple[float, float, Any], ...] = ()
     closed_upto: float = NEVER
@@ -97,6 +102,11 @@ class Kind:
 
     size: float
 
+    late_by_key: ClassVar[bool] = False
+    """Whether an event whose :meth:`latest_end` has closed may still change an open window
+    of the key it changes (a session it joins): then it is late only if none of its
+    changes does, and :meth:`apply` decides (a clock judges it when it changes a key)."""
+
     @property
     def name(self) -> str:
         return type(self).__name__.lower()
@@ -107,15 +117,17 @@ class Kind:
     # What an event changes.
 
     def latest_end(self, t: float) -> float:
-        """The end of the last window an event at ``t`` would be in: once closed, the
-        event is late. Never smaller for a later time (a clock relies on it)."""
+        """No window an event at ``t`` would be in ends after this: once it is closed, the
+        event is late (for :attr:`late_by_key` kinds, unless :meth:`apply` changes an
+        open window). Never smaller for a later time (a clock relies on it)."""
         raise NotImplementedError
 
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
     ) -> KeyWindows:
         """``kw`` after an event at ``t`` changed its open windows with ``update``: those
-        ending after ``shut`` (the watermark less the grace period) and not closed."""
+        ending after ``shut`` (the watermark less the grace period) and not closed; ``kw``
+        itself when it changes none."""
         raise NotImplementedError
 
     def bump(
@@ -136,6 +148,10 @@ class Kind:
         """Every window held, in order of start, with its value."""
         return [(Window(s, e), v) for s, e, v in kw.items]
 
+    def holds(self, kw: KeyWindows) -> bool:
+        """Whether :meth:`windows` has any."""
+        return bool(kw.items)
+
     # Closing and expiring.
 
     def ends(self, kw: KeyWindows) -> list[float]:
@@ -144,7 +160,15 @@ class Kind:
         return sorted(e for _, e, _ in kw.items)
 
     def expiry(self, item: tuple[float, float, Any], expires: float) -> float:
+        """When an item next needs attention as time passes (deleted, or changed)."""
         return item[1] + expires
+
+    def alive(
+        self, items: tuple[tuple[float, float, Any], ...], watermark: float, expires: float
+    ) -> tuple[tuple[float, float, Any], ...]:
+        """``items`` without those expired at ``watermark`` (``items`` itself if none)."""
+        kept = tuple(item for item in items if item[1] + expires > watermark)
+        return items if len(kept) == len(items) else kept
 
     def value_at_end(self, kw: KeyWindows, end: float) -> list[tuple[Window, Any]]:
         """The windows ending at ``end``, with their values (what closing emits)."""
@@ -271,30 +295,52 @@ class Merging(Kind):
         return out
 
 
+def _bounds(item: tuple[float, float, Any]) -> tuple[float, float]:
+    return item[0], item[1]
+
+
 @dataclass(frozen=True)
 class Sliding(Merging):
-    """Per event time ``t`` of a key, the window ``(t - size, t]``."""
+    """Per event time ``t`` of a key, the window ``(t - size, t]``.
+
+    Kept as buckets ``(t, first, value)``: the value of the key's events at ``t``, counted
+    in the windows ending at ``first`` or later (and before ``t + size``). An event whose
+    own window is open makes (or adds to) the bucket ``(t, t, ...)``, which is its window
+    too. One whose own window has closed is in the later windows ending before ``t +
+    size``, those still to come included, so it is not late while one of them can be open;
+    it adds to a bucket that counts only in windows ending after the closed ones (a closed
+    window changes no more) and makes no window of its own. So does a bucket once its
+    own window expired: it stays while later windows hold it."""
 
     def __post_init__(self) -> None:
         if not self.size > 0:
             raise ValueError("sliding windows need size > 0")
 
     def latest_end(self, t: float) -> float:
-        return t
+        return t + self.size
 
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
     ) -> KeyWindows:
-        if not _open(kw, t, shut):
+        floor = max(shut, kw.closed_upto)  # windows ending up to here are closed
+        if t > floor:
+            first = t  # its own window is open
+        elif t + self.size > floor:
+            first = math.nextafter(floor, math.inf)  # only in windows ending after floor
+        else:
             return kw
-        items = [item for item in kw.items if item[0] != t]
-        old = [v for s, _, v in kw.items if s == t]
-        items.append((t, t, update(old[0] if old else fresh(default))))
-        items.sort(key=lambda item: item[0])
+        items = list(kw.items)
+        for i, (s, e, v) in enumerate(items):
+            if s == t and e == first:
+                items[i] = (t, first, update(v))
+                return KeyWindows(tuple(items), kw.closed_upto)
+        items.append((t, first, update(fresh(default))))
+        items.sort(key=_bounds)
         return KeyWindows(tuple(items), kw.closed_upto)
 
     def _merged(self, kw: KeyWindows, end: float) -> Any:
-        values = [v for s, _, v in kw.items if end - self.size < s <= end]
+        low = end - self.size
+        values = [v for s, e, v in kw.items if e <= end and s > low]
         return self.fold(copy.deepcopy(values)) if values else None
 
     def current(self, kw: KeyWindows, t: float, default: Any) -> Any:
@@ -302,21 +348,54 @@ class Sliding(Merging):
         return fresh(default) if found is None else found
 
     def windows(self, kw: KeyWindows) -> list[tuple[Window, Any]]:
-        return [(Window(s - self.size, s), self._merged(kw, s)) for s, _, _ in kw.items]
+        return [(Window(s - self.size, s), self._merged(kw, s)) for s, e, _ in kw.items if s == e]
+
+    def ends(self, kw: KeyWindows) -> list[float]:
+        return [s for s, e, _ in kw.items if s == e]  # sorted by start already
+
+    def holds(self, kw: KeyWindows) -> bool:
+        return any(s == e for s, e, _ in kw.items)
 
     def expiry(self, item: tuple[float, float, Any], expires: float) -> float:
-        # A bucket is part of the windows ending up to ``size`` after it.
+        # Its own window's expiry (then it stays, without it); at last, when no window
+        # holding it is left: those end before ``size`` after it.
+        if item[0] == item[1]:
+            return item[0] + expires
         return item[0] + self.size + expires
 
+    def alive(
+        self, items: tuple[tuple[float, float, Any], ...], watermark: float, expires: float
+    ) -> tuple[tuple[float, float, Any], ...]:
+        out = []
+        changed = False
+        for item in items:
+            s, e, v = item
+            if s + self.size + expires <= watermark:
+                changed = True  # every window holding it expired
+            elif s == e and s + expires <= watermark:  # its own expired: in later ones only
+                out.append((s, math.nextafter(s, math.inf), v))  # (sorts where it was)
+                changed = True
+            else:
+                out.append(item)
+        return tuple(out) if changed else items
+
     def value_at_end(self, kw: KeyWindows, end: float) -> list[tuple[Window, Any]]:
-        if not any(s == end for s, _, _ in kw.items):
+        if not any(s == end == e for s, e, _ in kw.items):
             return []
         return [(Window(end - self.size, end), self._merged(kw, end))]
 
 
 @dataclass(frozen=True)
 class Session(Merging):
-    """A key's events less than ``size`` (the gap) apart, as one window."""
+    """A key's events less than ``size`` (the gap) apart, as one window.
+
+    An event joins the open sessions of its key it is less than the gap from (``start -
+    gap < t < end``), merging them; joining none, it starts ``[t, t + gap)``, unless that
+    one would be closed already: then it changes nothing (late). A closed session is
+    never joined: an event less than the gap from one and from no open session starts
+    its own (or is late), beside it."""
+
+    late_by_key: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not self.size > 0:
@@ -330,25 +409,36 @@ class Session(Merging):
         return {"gap": self.size}
 
     def latest_end(self, t: float) -> float:
-        return t + self.size
+        return t + self.size  # the end of its own session; it may join one ending later
 
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
     ) -> KeyWindows:
         end = t + self.size
-        if not _open(kw, end, shut):
-            return kw
+        floor = max(shut, kw.closed_upto)  # sessions ending up to here are closed
+        items = kw.items
         # The open sessions this event's own [t, t + gap) overlaps merge with it.
-        joined = [i for i in kw.items if _open(kw, i[1], shut) and i[0] < end and t < i[1]]
-        rest = [item for item in kw.items if item not in joined]
-        if joined:
-            start = min(t, joined[0][0])
-            end = max(end, max(e for _, e, _ in joined))
-            value = self.fold(v for _, _, v in joined)
+        joined = [i for i, (s, e, _) in enumerate(items) if e > floor and s < end and t < e]
+        if not joined:
+            if end <= floor:
+                return kw  # its own session would be closed already: late
+            added = (t, end, update(fresh(default)))
+            if not items or items[-1][0] <= t:  # the usual case: after the others
+                return KeyWindows((*items, added), kw.closed_upto)
+            return KeyWindows(tuple(sorted((*items, added), key=_bounds)), kw.closed_upto)
+        if len(joined) == 1:
+            i = joined[0]
+            s, e, v = items[i]
+            merged = (min(s, t), max(e, end), update(v))
+            if i == len(items) - 1 and (i == 0 or items[i - 1][0] <= merged[0]):
+                return KeyWindows((*items[:i], merged), kw.closed_upto)  # the usual case
         else:
-            start, value = t, fresh(default)
-        rest.append((start, end, update(value)))
-        rest.sort(key=lambda item: item[0])
+            values = self.fold(items[i][2] for i in joined)
+            start = min(t, items[joined[0]][0])
+            merged = (start, max(end, max(items[i][1] for i in joined)), update(values))
+        rest = [item for i, item in enumerate(items) if i not in joined]
+        rest.append(merged)
+        rest.sort(key=_bounds)
         return KeyWindows(tuple(rest), kw.closed_upto)
 
     def current(self, kw: KeyWindows, t: float, default: Any) -> Any:
@@ -394,7 +484,7 @@ def close(
         if upto < end <= watermark - grace:
             closed += kind.value_at_end(kw, end)
             upto = end
-    items = tuple(item for item in kw.items if kind.expiry(item, expires) > watermark)
+    items = kind.alive(kw.items, watermark, expires)
     if not items:
         return None, closed
-    return KeyWindows(items, upto, kw.head if len(items) == len(kw.items) else None), closed
+    return KeyWindows(items, upto, kw.head if items is kw.items else None), closed
