@@ -136,15 +136,13 @@ def test_rates_are_the_counts_of_their_interval_while_jobs_and_events_flow(
 
             wait_for(lambda: run_then_close(mod, all_done), timeout=120)
             finished = time.time()
+
             # Two samples read after the last job and event: their counts are in.
-            wait_for(
-                lambda: (
-                    sum(s["at"] > finished for s in get(dashboard, "api/history?span=1h")["samples"])
-                    >= 2
-                ),
-                timeout=60,
-            )
-            history = get(dashboard, "api/history?span=1h")["samples"]
+            def stored() -> list[dict[str, Any]]:
+                return list(get(dashboard, "api/history?span=1h")["samples"])
+
+            wait_for(lambda: sum(s["at"] > finished for s in stored()) >= 2, timeout=60)
+            history = stored()
             live = get(dashboard, "api/state")["throughput"]
         finally:
             dashboard.close()
