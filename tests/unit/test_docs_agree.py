@@ -342,8 +342,14 @@ def test_every_default_a_table_states_is_the_settings() -> None:
 
 
 SENTENCES = [
-    # `lock_expiry` (30 s by default ...; `partition_size` (50,000 entries by default)
-    re.compile(r"(?<!% of )`(?P<name>\w+)`,? \((?P<stated>[\d.,]+)[^()]*? by default"),
+    # `lock_expiry` (30 s by default ...; `partition_size` (50,000 entries by default);
+    # `full_timeout` seconds (30 by default); `assignment_attempts` unsuccessful tries (32
+    # by default ...
+    re.compile(
+        r"(?<!% of )`(?P<name>\w+)`(?: [a-z]+){0,3},? \((?P<stated>[\d.,]+)[^()]*? by default"
+    ),
+    # The default `prefetch_count` is now 32; the default `assignment_sleep` of 2 s
+    re.compile(r"[Tt]he default `(?P<name>\w+)` (?:is (?:now )?|of )(?P<stated>[\d.,]+)"),
     # expires (`lock_expiry`, 30 s by default, ...
     re.compile(r"\(`(?P<name>\w+)`, (?P<stated>[\d.,]+)[^()]*? by default"),
     # Every `lock_expiry / 3` seconds (10 s by default)
@@ -394,6 +400,20 @@ def test_every_default_a_sentence_states_is_the_settings() -> None:
                 checked.append((page.name, name))
     assert len(checked) >= 10
     assert ("architecture.md", "default_prefetch_count") in checked
+
+
+def test_every_default_a_code_comment_states_is_the_settings() -> None:
+    """``partition_count=16,  # default: default_partition_count (16)`` in an example."""
+    checked = []
+    for page in PAGES:
+        for name, stated in re.findall(r"# default: (\w+) \(([^)]*)\)", page.read_text()):
+            assert name in FIELDS, f"{page.name}: {name} is no setting"
+            if name in SPECIAL:
+                assert stated == "md5 of repr", page.name
+            else:
+                assert agrees(stated, default(name)), f"{page.name}: {name} ({stated})"
+            checked.append(name)
+    assert len(checked) >= 5
 
 
 def test_the_memory_bound_is_worked_out_from_the_defaults() -> None:
