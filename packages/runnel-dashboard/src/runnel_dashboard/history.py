@@ -157,6 +157,7 @@ class History:
         processors = snap["processors"]
         return {
             "interval": seen.interval,
+            "read_at": seen.read_at,
             "jobs_per_second": seen.jobs_per_second,
             "job_failures_per_second": failures,
             "processed": seen.processed,

@@ -87,6 +87,8 @@ class Sample:
     interval: float | None = None
     """The seconds between the reads of the counts these rates are over (None at the
     first sample): a rate times it is the count of its interval."""
+    read_at: float | None = None
+    """When this sample's counts were read (the interval ends there)."""
 
 
 @dataclass
@@ -119,7 +121,7 @@ class Sampler:
             before = self._streams.get(name)
             processed[name] = None if before is None else processed_rate(before, now, spent)
         self._finished, self._streams, self._read_at = finished, streams, read_at
-        sample = Sample(at, jobs_rate, backlog, processed, spent if spent > 0 else None)
+        sample = Sample(at, jobs_rate, backlog, processed, spent if spent > 0 else None, read_at)
         self.samples.append(sample)
         return sample
 
@@ -131,6 +133,7 @@ class Sampler:
                 "backlog": s.backlog,
                 "processed": s.processed,
                 "interval": s.interval,
+                "read_at": s.read_at,
             }
             for s in self.samples
         ]
