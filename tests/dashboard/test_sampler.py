@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runnel_dashboard.history import History
 from runnel_dashboard.sampler import Sampler, StreamCounts, processed_rate, rate
 
 
@@ -33,8 +34,8 @@ def look(
                 "name": "tally",
                 "appended": appended,
                 "partitions": [
-                    {"number": 0, "lag": lag, "pending": 0, "lost": lost},
-                    {"number": 1, "lag": 0, "pending": pending, "lost": 0},
+                    {"number": 0, "lag": lag, "pending": 0, "lost": lost, "state": "owned"},
+                    {"number": 1, "lag": 0, "pending": pending, "lost": 0, "state": "owned"},
                 ],
             }
         ],
@@ -155,3 +156,20 @@ def test_processed_is_what_was_acknowledged_whatever_the_trimming(
         got = processed_rate(before, StreamCounts(appended, waiting, lost), seconds)
         assert got is not None
         assert math.isclose(got * seconds, acked, rel_tol=1e-9, abs_tol=1e-6)
+
+
+def test_the_history_counts_dead_letters_and_failed_tries_from_counts_that_only_grow() -> None:
+    """A purge lowers the letters a sink holds, not the letters ever appended to it; the
+    failed tries come from the store's totals, read with the snapshot."""
+    history = History(app=None, every=5.0, hours=1.0)  # type: ignore[arg-type]
+    first = history.sample(look(0, 0, 0, (0, 0, 0), read_at=10.0), {"pings": (7, 7)}, 10.0, 10.5)
+    assert (first["dead_letters_per_second"], first["job_failures_per_second"]) == (
+        {"pings": None},
+        None,
+    )
+    # 3 more letters, 8 purged: the sink holds 2. 4 tries failed: 3 retried, 1 dead.
+    later = history.sample(look(0, 0, 0, (5, 3, 1), read_at=12.0), {"pings": (2, 10)}, 15.0, 16.5)
+    assert later["dead_letters"] == {"pings": 2}
+    assert later["dead_letters_per_second"] == {"pings": 3 / 6}
+    assert later["job_failures_per_second"] == 4 / 2
+    assert (later["interval"], later["read_at"], later["jobs_per_second"]) == (2.0, 12.0, 9 / 2)

@@ -146,11 +146,8 @@ class History:
         failures = None
         if self._read_at is not None:
             failures = rate(self._failed, failed, read_at - self._read_at)
-        new_dead: dict[str, float | None] = {}
-        for name, (_, count) in dead.items():
-            before = self._dead.get(name)
-            spent = dead_at - self._dead_at if self._dead_at is not None else 0.0
-            new_dead[name] = rate(before, count, spent)
+        spent = dead_at - self._dead_at if self._dead_at is not None else 0.0
+        new_dead = {name: rate(self._dead.get(name), n, spent) for name, (_, n) in dead.items()}
         self._failed, self._read_at = failed, read_at
         self._dead = {name: count for name, (_, count) in dead.items()}
         self._dead_at = dead_at
