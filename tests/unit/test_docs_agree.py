@@ -127,6 +127,7 @@ CODE = Code()
 STORE_TABLES = {
     ("architecture.md", "What the Redis store does"): ("RedisTransport", (Log, LogAdmin)),
     ("architecture.md", "Redis"): ("RedisCoordination", (Coordination,)),
+    ("jobs.md", "Redis"): ("RedisJobStore", ()),  # those not scripts (the table above)
 }
 """Tables saying which commands each operation of the Redis store runs: the class whose
 methods the rows name (first column), and the interfaces all of whose operations that
