@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from runnel.settings import Settings
-from runnel.store.coordination import Coordination
+from runnel.store.coordination import Coordination, Leadership
 from runnel.store.log import Log, LogAdmin
 from runnel_redis import acl
 from tests.support.redis_code import Code, command_of, lua_file_commands
@@ -127,6 +127,7 @@ CODE = Code()
 STORE_TABLES = {
     ("architecture.md", "What the Redis store does"): ("RedisTransport", (Log, LogAdmin)),
     ("architecture.md", "Redis"): ("RedisCoordination", (Coordination,)),
+    ("architecture.md", "Redis, on the leader key"): ("RedisLeadership", (Leadership,)),
     ("jobs.md", "Redis"): ("RedisJobStore", ()),  # those not scripts (the table above)
 }
 """Tables saying which commands each operation of the Redis store runs: the class whose
