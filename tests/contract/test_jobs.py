@@ -9,7 +9,7 @@ import pytest
 
 from runnel.jobs import JobStatus, ManualClock
 from runnel.jobs.codec import error_item
-from runnel.jobs.model import ErrorInfo, NewJob, Outcome
+from runnel.jobs.model import ErrorInfo, JobTotals, NewJob, Outcome
 from runnel.store import Backend, JobStore
 from tests.contract.support import RealTime
 
@@ -117,6 +117,30 @@ async def test_dead_letters_replay_and_purge(store: JobStore) -> None:
     assert (record.tries, record.error, record.result) == (0, None, None)
     [d] = await store.take("e1", 5, 0, ManualClock(T0))
     assert (d.id, d.tries) == ("a", 1)
+
+
+async def test_totals_count_the_tries_recorded_and_only_grow(store: JobStore) -> None:
+    """The counts the dashboard's job rates come from: each outcome recorded counts once,
+    in the same step; a refused one, a release, a replay or a purge changes nothing."""
+    await store.prepare()
+    assert (await store.counts(T0)).totals == JobTotals(0, 0, 0)
+    await store.enqueue([new(i) for i in "abcde"])
+    a, b, c, d, e = await store.take("e1", 5, 0, ManualClock(T0))
+    outcomes = [
+        Outcome("success", a.ticket, a.id, T0),
+        Outcome("success", b.ticket, b.id, T0, result=b"v"),
+        Outcome("retry", c.ticket, c.id, T0, error=BOOM, due=T0 + 5),
+        Outcome("dead", d.ticket, d.id, T0, error=BOOM),
+        Outcome("release", e.ticket, e.id, T0, uncount=True),
+    ]
+    assert await store.finish("e1", outcomes, TTL) == []
+    assert (await store.counts(T0)).totals == JobTotals(succeeded=2, retried=1, dead=1)
+    assert await store.finish("e1", outcomes[:1], TTL) == ["a"]  # refused: not counted
+    letters = await store.dead_letters()
+    assert await store.replay(letters, T0) == 1
+    counts = await store.counts(T0)
+    assert counts.totals == JobTotals(succeeded=2, retried=1, dead=1)
+    assert all(q.totals == JobTotals() for q in counts.queues.values())  # kept per app
 
 
 async def test_release_uncounted_goes_back_as_it_was(store: JobStore) -> None:

@@ -174,3 +174,26 @@ async def test_trimmed_pending_entries_read_back_without_fields(
     again = await c.read("a", CONSUMER, {p: PENDING}, 10)
     assert again.entries == [(p, [(ids[0], None), (ids[1], None)])]
     assert ids_of(again.entries[0][1]) == ids
+
+
+async def test_appended_counts_every_entry_ever_appended_whatever_was_trimmed(
+    backend: Backend, app: str, admin: LogAdmin
+) -> None:
+    """The count a monitor takes arrivals from (the dashboard's throughput): trimming and
+    removing lower the length, never this."""
+    p = part(app, 0, STREAM)
+    never = part(app, 1, STREAM)
+    assert await admin.appended([p, never]) == {p: 0, never: 0}
+    group = await Group(backend, app).start()
+    sent = 0
+    for _ in range(5):  # each round is read and acknowledged, so trimming can take it
+        await send(backend, app, sent, 60)
+        sent += 60
+        await group.ack(await group.read(60))
+        assert (await admin.appended([p]))[p] == sent
+    await send(backend, app, sent, 30, drop_oldest=True)
+    sent += 30
+    assert await length(admin, app) < sent
+    first = (await admin.scan(p, None, 1))[0][0]
+    assert await admin.remove(p, [first]) == 1
+    assert await admin.appended([p, never]) == {p: sent, never: 0}

@@ -181,6 +181,23 @@ def test_the_page_shows_a_running_app_and_replays_a_dead_job(
             assert "tick" in on_page(lambda: [cells(r)[0] for r in rows(browser, "tr.scheduled")])
             # The sparkline appears once the server has two samples.
             wait_for(lambda: rows(browser, "#throughput svg polyline"))
+            # Each figure says, as its tooltip, what it counts and how fresh it is.
+            notes = browser.execute_script(
+                "return [...document.querySelectorAll('#throughput figure.spark')]"
+                ".map((f) => [f.querySelector('figcaption').textContent, f.title])"
+            )
+            jobs_note = next(n for caption, n in notes if caption.startswith("jobs finished"))
+            assert "as it records each outcome" in jobs_note
+            heads = on_page(
+                lambda: {
+                    h.text: h.get_attribute("title")
+                    for h in rows(browser, "tr.job-executor")[0]
+                    .find_element("xpath", "ancestor::table")
+                    .find_elements("css selector", "th")
+                }
+            )
+            for column in ("running", "succeeded", "failed tries"):
+                assert "last heartbeat" in heads[column] and "s (job_heartbeat" in heads[column]
 
             shot = tmp_path / "dashboard.png"
             assert browser.save_screenshot(str(shot))

@@ -37,7 +37,7 @@ from runnel.jobs import (
     Timeout,
     current_job,
 )
-from runnel.jobs.model import Outcome, QueueCounts
+from runnel.jobs.model import JobTotals, Outcome, QueueCounts
 from tests.support.apps import HANG_GUARD, Running, eventually, make_app
 
 T = TypeVar("T")
@@ -1504,7 +1504,13 @@ async def test_counts_and_executors_describe_the_queue(
 
         counts = await app.job_store.counts(clock.now())
         assert counts == QueueCounts(
-            queued=1, executing=1, scheduled=2, dead=1, results=1, next_due=T0 + 30
+            queued=1,
+            executing=1,
+            scheduled=2,
+            dead=1,
+            results=1,
+            next_due=T0 + 30,
+            totals=JobTotals(succeeded=1, retried=0, dead=1),
         )
         [state] = await app.job_store.executors()
         assert state.id == executor.id and state.alive

@@ -11,32 +11,21 @@ import re
 from pathlib import Path
 
 import pytest
-import redis
 
 from runnel import App
 from runnel.plugins.manager import plugin_manager
 from runnel_redis import acl
 from runnel_redis.layout import Classic, Cluster, KeyLayout, hash_tag
+from tests.support.redis_code import (
+    CLIENTS,
+    CONTAINERS,
+    NOT_COMMANDS,
+    NOT_SENT,
+    REDIS_COMMANDS,
+    RENAMED,
+)
 
 PACKAGE = Path(acl.__file__).parent
-
-CONTAINERS = {"xgroup", "xinfo", "script", "client", "cluster", "config", "object", "memory"}
-"""Commands whose first argument is a subcommand, allowed one by one (``xgroup|create``)."""
-
-NOT_COMMANDS = {"readonly", "busy", "loading", "masterdown", "tryagain", "noperm", "oom"}
-NOT_COMMANDS.add("auth")
-"""Capitalised words the code holds that are error replies it recognises, not commands
-it sends (READONLY is also a command, sent by the cluster client itself), and AUTH, which
-Redis lets every user send."""
-
-CLIENTS = re.compile(r"(^|\.)(_?redis|_?client|_?cluster|pipe)$")
-"""The receivers of command methods in runnel_redis: clients and pipelines."""
-
-NOT_SENT = {"aclose", "close", "execute", "execute_command", "initialize", "pipeline"}
-NOT_SENT |= {"register_script", "multi", "get_node_from_key"}  # MULTI goes with EXEC
-
-RENAMED = {"delete": "del", "xpending_range": "xpending"}
-"""redis-py methods named otherwise than the command they send."""
 
 
 def allowed() -> set[str]:
@@ -89,16 +78,6 @@ def python_commands() -> set[str]:
                     continue
                 found.add(f"{name}|{words[1].lower()}" if name in CONTAINERS else name)
     return found
-
-
-def _server_commands() -> set[str]:
-    """What a capitalised word must be to count as a command: a name redis-py has a
-    method for, a container of subcommands, or one of those redis-py sends only itself."""
-    names = {m for m in dir(redis.Redis) if not m.startswith("_") and m.isalpha()}
-    return names | CONTAINERS | {"eval", "evalsha", "exec", "multi", "wait", "asking"}
-
-
-REDIS_COMMANDS = _server_commands()
 
 
 def test_the_scripts_call_only_allowed_commands() -> None:
@@ -173,6 +152,7 @@ def sample_keys(layout: KeyLayout, app: str) -> list[str]:
         layout.job_results_index(app),
         layout.job_executors(app),
         layout.job_ticks(app),
+        layout.job_totals(app),
         layout.job(app, "j1"),
         layout.job_result(app, "j1"),
         layout.job_beat(app, "vm:1:ab"),

@@ -26,8 +26,8 @@ from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
 from runnel.runtime.retry import reraise_if_cancelled
 from runnel.store.backend import Backend, admin_of
 from runnel.store.log import PartitionId, trim_slack
-from runnel_dashboard.sampler import Sampler
-from runnel_dashboard.streams import sink_lengths
+from runnel_dashboard.sampler import Sampler, rate
+from runnel_dashboard.streams import sink_counts
 
 log = logging.getLogger("runnel.dashboard")
 
@@ -105,9 +105,10 @@ class History:
     every: float
     hours: float
     sampler: Sampler = field(default_factory=lambda: Sampler(keep=2))
-    _failed: dict[str, int] = field(default_factory=dict)
+    _failed: int | None = None
+    _read_at: float | None = None
     _dead: dict[str, int | None] = field(default_factory=dict)
-    _last_at: float | None = None
+    _dead_at: float | None = None
 
     @property
     def keep(self) -> int:
@@ -116,38 +117,44 @@ class History:
     async def record(self, snap: dict[str, Any], at: float) -> bool:
         """Write the sample of the bucket ``at`` falls in, unless a dashboard did: True if
         this one wrote it."""
-        sample = self.sample(snap, await sink_lengths(self.app), at)
+        started = time.time()
+        dead = await sink_counts(self.app)
+        sample = self.sample(snap, dead, at, (started + time.time()) / 2)
+        return await write(self.app.store, self.app.name, self.bucket(at), sample, self.keep)
+
+    def bucket(self, at: float) -> int:
+        """The start (epoch milliseconds) of the bucket ``at`` falls in."""
         step = max(1, round(self.every * 1000))  # whole milliseconds: no float drift
-        bucket_ms = int(at * 1000) // step * step
-        return await write(self.app.store, self.app.name, bucket_ms, sample, self.keep)
+        return int(at * 1000) // step * step
 
     def sample(
-        self, snap: dict[str, Any], dead: dict[str, int | None], at: float
+        self,
+        snap: dict[str, Any],
+        dead: dict[str, tuple[int | None, int | None]],
+        at: float,
+        dead_at: float | None = None,
     ) -> dict[str, Any]:
         """Rates since this dashboard's previous look (None at the first), and the gauges
         of now; rates come from each dashboard's own looks, so they hold whichever
-        dashboard writes a bucket."""
+        dashboard writes a bucket. ``dead`` is, per stream with a sink, the letters it
+        holds and the letters ever appended to it, read at ``dead_at``."""
         seen = self.sampler.add(snap, at)
-        failed = {
-            str(ex["id"]): int(ex.get("failed", 0) or 0)
-            for ex in (snap["jobs"] or {}).get("executors", [])
-        }
-        spent = at - self._last_at if self._last_at is not None else 0.0
-        failures: float | None = None
-        new_dead: dict[str, float | None] = {}
-        if spent > 0:
-            # Counters restart with each executor: one that is new counts from zero.
-            grown = sum(max(0, n - self._failed.get(ex, 0)) for ex, n in failed.items())
-            failures = grown / spent if snap["jobs"] else None
-        for name, count in dead.items():
-            before = self._dead.get(name)
-            if spent > 0 and count is not None and before is not None:
-                new_dead[name] = max(0, count - before) / spent
-            else:
-                new_dead[name] = None
-        self._failed, self._dead, self._last_at = failed, dict(dead), at
+        read_at = float(snap.get("read_at", at))
+        dead_at = at if dead_at is None else dead_at
+        totals = (snap.get("jobs") or {}).get("totals")
+        failed = None if totals is None else int(totals["retried"]) + int(totals["dead"])
+        failures = None
+        if self._read_at is not None:
+            failures = rate(self._failed, failed, read_at - self._read_at)
+        spent = dead_at - self._dead_at if self._dead_at is not None else 0.0
+        new_dead = {name: rate(self._dead.get(name), n, spent) for name, (_, n) in dead.items()}
+        self._failed, self._read_at = failed, read_at
+        self._dead = {name: count for name, (_, count) in dead.items()}
+        self._dead_at = dead_at
         processors = snap["processors"]
         return {
+            "interval": seen.interval,
+            "read_at": seen.read_at,
             "jobs_per_second": seen.jobs_per_second,
             "job_failures_per_second": failures,
             "processed": seen.processed,
@@ -158,7 +165,7 @@ class History:
                 for p in processors
             },
             "lost": {p["name"]: sum(x["lost"] or 0 for x in p["partitions"]) for p in processors},
-            "dead_letters": dead,
+            "dead_letters": {name: held for name, (held, _) in dead.items()},
             "dead_letters_per_second": new_dead,
         }
 
@@ -167,10 +174,19 @@ class History:
 
     async def run(self, take: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         """Sample until cancelled, one look per bucket; a failed look leaves a gap."""
+        last: int | None = None
         while True:
             reraise_if_cancelled()
+            at = time.time()
+            if last is not None and self.bucket(at) <= last:
+                # Woken a little before the bucket's end (the sleep's clock is not the
+                # wall clock): a second look would move the rates' base on while its
+                # sample, of a bucket written already, is refused.
+                await asyncio.sleep(self.every - at % self.every)
+                continue
+            last = self.bucket(at)
             try:
-                await self.record(await take(), time.time())
+                await self.record(await take(), at)
             except Misconfigured as exc:  # a store without logs to read: no history
                 log.warning("no history: %s", exc)
                 return

@@ -94,6 +94,8 @@ def create_app(app: App, options: Options) -> Starlette:
             return _error(503, _describe(app, exc))
         body["throughput"] = sampler.as_json()
         body["sample_every"] = options.sample_every
+        # An executor's figures are as of its last heartbeat (JobExecutor._beat).
+        body["executor_beat_every"] = app.settings.job_heartbeat_timeout / 3
         body["allow_actions"] = options.allow_actions
         body["now"] = time.time()
         return JSONResponse(body)

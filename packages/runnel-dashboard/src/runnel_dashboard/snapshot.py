@@ -3,13 +3,19 @@ data as ``runnel status --json`` and ``runnel jobs info --json``), as a JSON-rea
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from runnel.admin.dead_letters import oldest_dead_jobs
 from runnel.admin.jobs import jobs_report, progress_report, running_jobs
-from runnel.admin.status import schedule_report, status_report, stream_length
+from runnel.admin.status import (
+    schedule_report,
+    status_report,
+    stream_appended,
+    stream_length,
+)
 from runnel.admin.tables import tables_report
 from runnel.admin.workflows import recent_workflows, tally
 from runnel.app import App
@@ -43,11 +49,17 @@ def iso(seconds: float | None) -> str | None:
 async def snapshot(app: App) -> dict[str, Any]:
     """Processors, partitions, the leader; the tables (keys per partition); the job queue,
     the jobs running (with their progress), its dead letters and the app's schedule of
-    timers and crontabs."""
+    timers and crontabs. ``read_at`` is when the counts the rates come from were read
+    (each stream's ``appended``, the queue's ``totals``): the middle of those reads, right
+    after the backlog's."""
     status = await status_report(app)
+    started = time.time()
+    for proc in status["processors"]:
+        proc["appended"] = await stream_appended(app, proc["name"])
+    queue = await jobs_report(app) if app.jobs else None
+    read_at = (started + time.time()) / 2
     for proc in status["processors"]:
         proc["length"] = await stream_length(app, proc["name"])
-    queue = await jobs_report(app) if app.jobs else None
     dead = []
     if queue is not None and queue["dead"]:
         letters = await oldest_dead_jobs(app, DEAD_SHOWN)
@@ -86,6 +98,7 @@ async def snapshot(app: App) -> dict[str, Any]:
         )
     return {
         "app": app.name,
+        "read_at": read_at,
         "url": hide_password(app.settings.redis_url),
         "leader": status["leader"],
         "processors": status["processors"],

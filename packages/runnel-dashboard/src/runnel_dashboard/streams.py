@@ -36,6 +36,24 @@ async def sink_lengths(app: App) -> dict[str, int | None]:
     return {source.name: lengths[sink.partitions[0].id] for source, sink in pairs}
 
 
+async def sink_counts(app: App) -> dict[str, tuple[int | None, int | None]]:
+    """Per stream with a sink: the dead letters it holds, and how many were ever appended
+    to it (a count that replaying, purging and trimming leave alone, for a rate); None
+    where the store cannot tell."""
+    pairs = sinks(app)
+    keys = [sink.partitions[0].id for _, sink in pairs]
+    try:
+        admin = admin_of(app.store)
+        lengths: dict[Any, int | None] = dict(await admin.lengths(keys))
+        appended = await admin.appended(keys)
+    except Misconfigured:
+        lengths, appended = dict.fromkeys(keys), dict.fromkeys(keys)
+    return {
+        source.name: (lengths[sink.partitions[0].id], appended[sink.partitions[0].id])
+        for source, sink in pairs
+    }
+
+
 async def dead_letters_report(app: App) -> list[dict[str, Any]]:
     """Per stream with a sink: the count, per-partition counts of those listed, and the
     oldest :data:`DEAD_SHOWN` letters."""

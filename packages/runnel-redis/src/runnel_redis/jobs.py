@@ -39,6 +39,7 @@ from runnel.jobs.model import (
     ExecutorState,
     JobRecord,
     JobStatus,
+    JobTotals,
     NewJob,
     Outcome,
     Progress,
@@ -86,6 +87,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
         self.results_index = layout.job_results_index(app)
         self.registry = layout.job_executors(app)
         self.ticks = layout.job_ticks(app)
+        self.totals = layout.job_totals(app)
         self.cancelled_index = layout.job_cancelled_index(app)
         self.named = layout.job_queues(app)
         self.group = keys.JOB_GROUP
@@ -291,7 +293,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
             if o.error is not None:
                 b = codec.error_json(o.error)
             args += (_KINDS[o.kind], o.ticket, o.id, _ms(o.at), a, b)
-        touched = [self.queue, self.schedule, self.dead, self.results_index, *held]
+        touched = [self.queue, self.schedule, self.dead, self.results_index, self.totals, *held]
         refused = await self._finish(keys=touched, args=args)
         return [_text(x) for x in refused]
 
@@ -443,6 +445,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
                 pipe.zrange(schedule, 0, 0, withscores=True)
             pipe.zcount(self.results_index, f"({_ms(now)}", "+inf")
             pipe.zcount(self.cancelled_index, f"({_ms(now)}", "+inf")
+            pipe.hmget(self.totals, "s", "r", "d")
             replies = await pipe.execute(raise_on_error=False)
         per = {q: counts_of(*replies[5 * i : 5 * i + 5]) for i, q in enumerate(queues)}
         dues = [c.next_due for c in per.values() if c.next_due is not None]
@@ -451,10 +454,11 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
             executing=sum(c.executing for c in per.values()),
             scheduled=sum(c.scheduled for c in per.values()),
             dead=sum(c.dead for c in per.values()),
-            results=int(replies[-2]),
+            results=int(replies[-3]),
             next_due=min(dues) if dues else None,
-            cancelled=int(replies[-1]),
+            cancelled=int(replies[-2]),
             queues=per,
+            totals=JobTotals(*(int(n or 0) for n in replies[-1])),
         )
 
     # Dead letters.

@@ -121,6 +121,11 @@ class KeyLayout(ABC):
         """Periodic jobs' last settled ticks (one layout for both: built from the prefix)."""
         return self.jobs_prefix(app) + "ticks"
 
+    def job_totals(self, app: str) -> str:
+        """Tries finished since the queue began, by outcome (a hash written with the
+        outcomes by job_finish.lua; built from the prefix, as the ticks are)."""
+        return self.jobs_prefix(app) + "totals"
+
     def job(self, app: str, job_id: str) -> str:
         return self.jobs_prefix(app) + "job." + job_id
 

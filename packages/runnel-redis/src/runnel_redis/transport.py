@@ -309,6 +309,23 @@ class RedisTransport(Backend, Log, LogAdmin):
             counts = await pipe.execute()
         return {p: int(n) for p, n in zip(partitions, counts, strict=True)}
 
+    async def appended(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int | None]:
+        # XINFO STREAM's entries-added (Redis 7 and later): XTRIM and XDEL leave it alone.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in partitions:
+                pipe.xinfo_stream(self.partition_key(partition))
+            replies = await pipe.execute(raise_on_error=False)
+        out: dict[PartitionId, int | None] = {}
+        for partition, reply in zip(partitions, replies, strict=True):
+            if isinstance(reply, ResponseError) and "no such key" in str(reply).lower():
+                out[partition] = 0  # never written (or deleted: counted again from 0)
+            elif isinstance(reply, Exception):
+                raise reply
+            else:
+                added = reply.get("entries-added")
+                out[partition] = None if added is None else int(added)
+        return out
+
     def coordination(self, app: str, stream: str, processor: str) -> RedisCoordination:
         return RedisCoordination(
             self.redis,

@@ -98,6 +98,11 @@ def info_report(
         "dead": counts.dead,
         "cancelled": counts.cancelled,
         "results": counts.results,
+        "totals": {
+            "succeeded": counts.totals.succeeded,
+            "retried": counts.totals.retried,
+            "dead": counts.totals.dead,
+        },
         "queues": {
             name: {
                 "queued": c.queued,

@@ -1,5 +1,6 @@
 """What ``runnel status`` shows: who runs what, who leads, how far behind each partition
-is; and what the dashboard adds to it (stream lengths, the schedule)."""
+is; and what the dashboard adds to it (stream lengths, the events ever appended to each
+stream, the schedule)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,19 @@ async def stream_length(app: Declarations, processor: str) -> int | None:
         return sum((await admin_of(app.store).lengths(keys)).values())
     except Misconfigured:
         return None
+
+
+async def stream_appended(app: Declarations, processor: str) -> int | None:
+    """How many entries were ever appended to the processor's stream over all partitions,
+    a count trimming does not lower (None where the store cannot tell)."""
+    keys = [p.id for p in app.processors[processor].stream.partitions]
+    try:
+        counts = await admin_of(app.store).appended(keys)
+    except Misconfigured:
+        return None
+    if any(n is None for n in counts.values()):
+        return None
+    return sum(n or 0 for n in counts.values())
 
 
 def schedule_report(app: Declarations) -> list[dict[str, Any]]:

@@ -252,6 +252,20 @@ class ExecutorState:
 
 
 @dataclass(frozen=True, slots=True)
+class JobTotals:
+    """Tries finished since the queue began, by how they ended: counters that only grow,
+    recorded by the store together with the outcomes themselves, so that their growth
+    between two reads over the time between the reads is the rate of that interval (the
+    executors' own counts reach the store with their heartbeat only)."""
+
+    succeeded: int = 0
+    retried: int = 0
+    """Tries that failed and will be tried again."""
+    dead: int = 0
+    """Jobs that failed for good (went to the dead letters)."""
+
+
+@dataclass(frozen=True, slots=True)
 class QueueCounts:
     """The counts of the job queue; ``queues`` breaks them down by named queue."""
 
@@ -269,5 +283,7 @@ class QueueCounts:
     """Cancelled jobs whose record is kept (``results_ttl`` after the cancel)."""
     queues: dict[str, QueueCounts] = field(default_factory=dict, compare=False)
     """Per queue (every queue that holds or held jobs, the default one always): its
-    queued, executing, scheduled, dead and next_due (``results`` and ``cancelled`` 0:
-    kept per app)."""
+    queued, executing, scheduled, dead and next_due (``results``, ``cancelled`` and
+    ``totals`` 0: kept per app)."""
+    totals: JobTotals = field(default_factory=JobTotals)
+    """Tries finished since the queue began (per app)."""

@@ -18,7 +18,7 @@ import itertools
 import json
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from runnel.jobs.model import (
     ExecutorState,
     JobRecord,
     JobStatus,
+    JobTotals,
     NewJob,
     Outcome,
     Progress,
@@ -90,6 +91,8 @@ class JobQueueState:
     """Periodic job name -> its last settled tick (ms)."""
     held: dict[str, dict[bytes, str]] = field(default_factory=dict)
     """Concurrency slots: job name -> ticket -> the executor holding it (job_limits.py)."""
+    finished: Counter[str] = field(default_factory=Counter)
+    """Tries finished since the queue began, by outcome kind (``QueueCounts.totals``)."""
     rates: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Rate limits: job name -> (next start's turn, last turn promised), monotonic us."""
     takers: list[Waiter] = field(default_factory=list, repr=False)
@@ -249,6 +252,7 @@ class JobQueueState:
         if job is None:  # purged while it ran (or expired): not brought back to life
             return True
         at = ms(o.at)
+        self.finished[o.kind] += 1  # counted with the outcome: the rates' source
         if o.kind == "success":
             job.status = JobStatus.SUCCESS
             job.finished = at
@@ -536,6 +540,7 @@ class MemoryJobStore(MemoryJobBrowsing, JobStore, flows.MemoryWorkflows):
                 next_due=min(s.schedule.values()) / 1000 if s.schedule else None,
                 cancelled=sum(1 for until in s.cancels.values() if until > ms(now)),
                 queues=queues,
+                totals=JobTotals(s.finished["success"], s.finished["retry"], s.finished["dead"]),
             )
 
     # Dead letters.

@@ -177,6 +177,11 @@ class MemoryLog(Log, LogAdmin):
         with self.server.lock:
             return {p: len(self.server.logs.get(p) or ()) for p in partitions}
 
+    async def appended(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int | None]:
+        with self.server.lock:
+            logs = self.server.logs
+            return {p: log.added if (log := logs.get(p)) is not None else 0 for p in partitions}
+
 
 def _full(partition: PartitionId, group: str, maxlen: int, count: int) -> PartitionFull:
     return PartitionFull(

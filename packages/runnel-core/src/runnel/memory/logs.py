@@ -49,6 +49,8 @@ class PartitionLog:
     last_id: Id = ZERO
     lost: dict[str, int] = field(default_factory=dict)
     """Per group: entries trimmed before it read them (``drop_oldest``)."""
+    added: int = 0
+    """Entries ever appended (trimming and removing leave it alone)."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -65,6 +67,7 @@ class PartitionLog:
         self.ids.append(xid)
         self.fields[xid] = values
         self.last_id = xid
+        self.added += 1
         if maxlen is not None and len(self.ids) > maxlen:
             self._drop(len(self.ids) - maxlen)
         return xid

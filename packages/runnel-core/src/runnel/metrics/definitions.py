@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from runnel.metrics.stats import EVENT_BUCKETS, JOB_BUCKETS
+from runnel.metrics.stats import EVENT_BUCKETS, JOB_BUCKETS, SAMPLE_INTERVAL
 
 PARTITION = ("app", "processor", "stream", "partition")
 PROCESSOR = ("app", "processor", "stream")
@@ -212,7 +212,7 @@ class Definitions:
     def _queue_gauge(self, name: str, doc: str, labels: tuple[str, ...] = QUEUE) -> Gauge:
         return Gauge(
             name,
-            f"{doc} Sampled by the leader.",
+            f"{doc} Sampled every {SAMPLE_INTERVAL:g} s by each worker running the job queue.",
             labels,
             multiprocess_mode="livemostrecent",
             registry=self.registry,

@@ -36,8 +36,6 @@ log = logging.getLogger("runnel.metrics")
 
 FLUSH_INTERVAL = 1.0
 """Seconds between flushes of the counters into Prometheus."""
-SAMPLE_INTERVAL = 5.0
-"""Seconds between samples of lag, pending and the queue's counts (Redis round trips)."""
 
 
 class Measured(Protocol):
@@ -96,7 +94,7 @@ class WorkerMetrics:
             reraise_if_cancelled()
             self.flush()
             if time.monotonic() >= next_sample:
-                next_sample = time.monotonic() + SAMPLE_INTERVAL
+                next_sample = time.monotonic() + stats.SAMPLE_INTERVAL
                 try:
                     # A sample waits on the store: a stop must not wait for its answer.
                     await until_stopped(self.sample(), stopping)

@@ -21,6 +21,9 @@ below a millisecond."""
 JOB_BUCKETS: tuple[float, ...] = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 JOB_BUCKETS += (2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
+SAMPLE_INTERVAL = 5.0
+"""Seconds between a worker's samples of lag, pending and the queue's counts (Redis round
+trips; runtime.py): the gauges are that old at most."""
 SAMPLE_EVERY = 16
 """With metrics on, one processor iteration in this many is timed (every one under
 ``take()``): two clock readings and a bucket per event would cost a few percent of the

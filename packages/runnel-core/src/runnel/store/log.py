@@ -176,8 +176,15 @@ class LogAdmin(abc.ABC):
 
     @abc.abstractmethod
     async def lengths(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
-        """For each partition: how many entries it holds now (appended, less any trimmed),
-        so that a monitor can tell how many arrived between two looks."""
+        """For each partition: how many entries it holds now (appended, less any trimmed
+        or removed)."""
+
+    @abc.abstractmethod
+    async def appended(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int | None]:
+        """For each partition: how many entries were ever appended to it, a count that
+        trimming and removing leave alone (0 for a partition never written), so that a
+        monitor can tell how many arrived between two looks; None where the store cannot
+        tell."""
 
 
 def trim_slack(maxlen: int) -> int:

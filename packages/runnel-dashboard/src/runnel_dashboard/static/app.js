@@ -22,7 +22,8 @@ function el(tag, attrs, ...children) {
 }
 
 function table(headers, rows) {
-  const head = el("tr", {}, headers.map(([text, cls]) => el("th", { class: cls || "" }, text)));
+  // A header may carry a tooltip, its third item (how fresh its column's figures are).
+  const head = el("tr", {}, headers.map(([text, cls, note]) => el("th", note ? { class: cls || "", title: note } : { class: cls || "" }, text)));
   return el("table", {}, el("thead", {}, head), el("tbody", {}, rows));
 }
 
@@ -66,18 +67,31 @@ function sparkline(values, width = 280, height = 52) {
   return svg;
 }
 
-function spark(label, values, unit) {
+function spark(label, values, unit, note) {
   const known = values.filter((v) => v !== null);
   const last = known.length ? known[known.length - 1] : null;
   const fmt = (v) => (v === null ? "-" : Number.isInteger(v) ? v : v.toFixed(1));
   const peak = known.length ? Math.max(...known) : null;
   return el(
     "figure",
-    { class: "spark" },
+    { class: "spark", title: note },
     el("figcaption", {}, `${label}: `, el("b", {}, fmt(last)), ` ${unit} (peak ${fmt(peak)})`),
     sparkline(values),
   );
 }
+
+// What each figure is and how fresh it is, shown as its tooltip (docs/operations.md).
+const NOTES = {
+  jobs:
+    "Job tries finished (succeeded, retried or dead) per second between two samples: the growth of the counts the store " +
+    "keeps as it records each outcome, over the time between the two reads.",
+  failures: "Failed tries (retried or dead) per second between two samples, counted as jobs finished are.",
+  processed:
+    "Events acknowledged per second between two samples: the events appended to the stream (a count trimming does " +
+    "not lower) less the growth of the backlog and of the events lost to trimming, over the time between the reads.",
+  backlog: "Lag plus pending, as read at each sample.",
+  gauge: "As read at each sample.",
+};
 
 function drawThroughput(state) {
   const samples = state.throughput;
@@ -90,12 +104,12 @@ function drawThroughput(state) {
   }
   const figures = [];
   if (state.jobs) {
-    figures.push(spark("jobs finished", samples.map((s) => s.jobs_per_second), "per second"));
+    figures.push(spark("jobs finished", samples.map((s) => s.jobs_per_second), "per second", NOTES.jobs));
   }
   for (const proc of state.processors) {
     const of = (series) => samples.map((s) => (s[series] || {})[proc.name] ?? null);
-    figures.push(spark(`${proc.name} processed`, of("processed"), "events per second"));
-    figures.push(spark(`${proc.name} backlog`, of("backlog"), "events waiting or unacknowledged"));
+    figures.push(spark(`${proc.name} processed`, of("processed"), "events per second", NOTES.processed));
+    figures.push(spark(`${proc.name} backlog`, of("backlog"), "events waiting or unacknowledged", NOTES.backlog));
   }
   const minutes = ((samples[samples.length - 1].at - samples[0].at) / 60).toFixed(1);
   figures.push(el("p", { class: "empty" }, `${samples.length} samples over ${minutes} min`));
@@ -325,9 +339,10 @@ function drawJobs(state) {
           ),
         )
       : null;
+  const beatNote = `As of the executor's last heartbeat: it sends its figures every ${state.executor_beat_every}s (job_heartbeat_timeout / 3), so they can trail the counts above by that much.`;
   const executors = q.executors.length
     ? table(
-        [["executor"], ["host"], ["pid", "num"], ["state"], ["queues"], ["running", "num"], ["succeeded", "num"], ["failed tries", "num"]],
+        [["executor"], ["host"], ["pid", "num"], ["state"], ["queues"], ["running", "num", beatNote], ["succeeded", "num", beatNote], ["failed tries", "num", beatNote]],
         q.executors.map((ex) =>
           el(
             "tr",

@@ -52,7 +52,7 @@
   }
 
   // A chart of series [{label, points: [[at, value|null], ...]}] over [from, to].
-  function chart(title, unit, series, from, to, every) {
+  function chart(title, unit, series, from, to, every, note) {
     const values = series.flatMap((s) => s.points.map((p) => p[1]).filter((v) => v !== null));
     const top = roundUp(Math.max(0, ...values));
     const w = WIDTH - PAD.left - PAD.right;
@@ -112,7 +112,7 @@
         );
       }),
     );
-    return el("figure", { class: "history-chart", "data-title": title }, el("figcaption", {}, title, el("span", { class: "sub" }, ` (${unit})`)), root, legend);
+    return el("figure", { class: "history-chart", "data-title": title, title: note }, el("figcaption", {}, title, el("span", { class: "sub" }, ` (${unit})`)), root, legend);
   }
 
   function keyed(samples, field) {
@@ -142,9 +142,9 @@
     const thinned = samples.length >= 720 ? (samples[samples.length - 1].at - samples[0].at) / (samples.length - 1) : 0;
     const spacing = Math.max(body.every, thinned);
     const figures = [
-      chart("Throughput per processor", "events per second", keyed(samples, "processed"), from, to, spacing),
-      chart("Backlog per processor", "events waiting or unacknowledged", keyed(samples, "backlog"), from, to, spacing),
-      chart("Lag per processor", "events not yet delivered", keyed(samples, "lag"), from, to, spacing),
+      chart("Throughput per processor", "events per second", keyed(samples, "processed"), from, to, spacing, NOTES.processed),
+      chart("Backlog per processor", "events waiting or unacknowledged", keyed(samples, "backlog"), from, to, spacing, NOTES.backlog),
+      chart("Lag per processor", "events not yet delivered", keyed(samples, "lag"), from, to, spacing, NOTES.gauge),
     ];
     if (samples.some((s) => s.job_failures_per_second !== null && s.job_failures_per_second !== undefined)) {
       figures.push(
@@ -158,6 +158,7 @@
           from,
           to,
           spacing,
+          `${NOTES.jobs} ${NOTES.failures}`,
         ),
       );
     }
@@ -165,7 +166,7 @@
       ...keyed(samples, "dead_letters").map((s) => ({ ...s, label: `${s.label}: dead letters` })),
       ...keyed(samples, "quarantined").map((s) => ({ ...s, label: `${s.label}: quarantined partitions` })),
     ];
-    if (failures.length) figures.push(chart("Failures", "dead letters held, partitions quarantined", failures, from, to, spacing));
+    if (failures.length) figures.push(chart("Failures", "dead letters held, partitions quarantined", failures, from, to, spacing, NOTES.gauge));
     const first = clock(samples[0].at, true);
     box.replaceChildren(el("p", { class: "sub history-note" }, `${note}; first shown ${first}`), el("div", { class: "charts" }, figures));
   }

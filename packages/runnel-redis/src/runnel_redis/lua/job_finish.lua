@@ -2,8 +2,10 @@
 -- XDEL), so the queue holds only unfinished work and no step can be half done. (The
 -- deletions and the results index additions go in one command each, at the end.)
 -- KEYS[1] queue stream, KEYS[2] schedule, KEYS[3] dead letters (the default queue's),
--- KEYS[4] results index; then the concurrency slots (held.{name}, job_limits.py) that
--- these outcomes free, if any: each outcome applied frees its ticket's field in each.
+-- KEYS[4] results index, KEYS[5] totals (hash: s, r and d count the tries finished since
+-- the queue began, as they end here, so that a rate read from them is exact; never
+-- lowered); then the concurrency slots (held.{name}, job_limits.py) that these outcomes
+-- free, if any: each outcome applied frees its ticket's field in each.
 -- ARGV[1] key prefix, ARGV[2] group, ARGV[3] results ttl (ms), ARGV[4] now (ms),
 -- ARGV[5] a heartbeat key that must be absent ('' for none: recovery on behalf of a
 -- dead executor is refused whole if it beats again), then 6 values per outcome:
@@ -26,6 +28,7 @@ end
 local prefix, group, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local done = {}     -- per queue stream, the entries to delete, all in one XDEL
 local kept = {}     -- results index additions (score, id, ...), all in one ZADD
+local ended = {s = 0, r = 0, d = 0}  -- tries finished, by kind, for the totals
 for i = 6, #ARGV, 6 do
   local kind, entry, id, at, a, b =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
@@ -46,12 +49,13 @@ for i = 6, #ARGV, 6 do
       done[queue] = entries
     end
     entries[#entries + 1] = entry
-    for k = 5, #KEYS do redis.call('HDEL', KEYS[k], ARGV[i + 1]) end
+    for k = 6, #KEYS do redis.call('HDEL', KEYS[k], ARGV[i + 1]) end
     local key = prefix .. 'job.' .. id
     -- A job purged while it ran is not brought back to life by its outcome. Its
     -- workflow (wf), read in the same call: a job outside one costs no more lookups.
     local job = redis.call('HMGET', key, 'name', 'wf')
     if job[1] then
+      if ended[kind] then ended[kind] = ended[kind] + 1 end
       if kind == 's' then
         redis.call('HSET', key, 'status', 'SUCCESS', 'finished', at)
         redis.call('HDEL', key, 'error')  -- an earlier try's
@@ -100,6 +104,9 @@ for queue, entries in pairs(done) do
 end
 for first = 1, #kept, 1000 do
   redis.call('ZADD', KEYS[4], unpack(kept, first, math.min(first + 999, #kept)))
+end
+for kind, n in pairs(ended) do
+  if n > 0 then redis.call('HINCRBY', KEYS[5], kind, n) end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[4])
 return refused
