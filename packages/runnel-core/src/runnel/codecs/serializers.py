@@ -10,14 +10,39 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from runnel.codecs.fidelity import JSON, MSGPACK, check, refused
 from runnel.interfaces import Compressor, Serializer
 
 if TYPE_CHECKING:
     from runnel.record import Record
 
 
+def _to_json(value: Any) -> bytes:
+    """pydantic_core's ``to_json``, imported on first use, not with the built-in codecs,
+    which every ``runnel`` command registers (``runnel --help`` stays quick)."""
+    global _to_json
+    from pydantic_core import to_json
+
+    _to_json = to_json
+    return to_json(value)
+
+
+def _from_json(value: bytes) -> Any:
+    """pydantic_core's ``from_json``, imported on first use (as :func:`_to_json`)."""
+    global _from_json
+    from pydantic_core import from_json
+
+    _from_json = from_json
+    return from_json(value)
+
+
 class JSONSerializer(Serializer):
-    """UTF-8 JSON via orjson; what runnel 0.1 wrote by default, so old data stays readable."""
+    """UTF-8 JSON via orjson; what runnel 0.1 wrote by default, so old data stays readable.
+
+    JSON has no NaN or infinity (orjson and pydantic write ``null`` for them): a value
+    holding one is refused with :class:`~runnel.exceptions.EncodeError`, found only when
+    the output holds a ``null``. Integers of any size are written and read back exactly.
+    """
 
     name = "json"
 
@@ -25,10 +50,20 @@ class JSONSerializer(Serializer):
         self.compressor = compressor
 
     def dumps(self, value: Any) -> bytes:
-        return orjson.dumps(value)
+        try:
+            data = orjson.dumps(value)
+        except TypeError as exc:
+            if "64-bit" not in str(exc):
+                raise refused(value, JSON, exc) from exc
+            data = _to_json(value)  # any int, exactly; the rest as orjson does
+        if b"null" in data:
+            check(value, JSON)  # a None, or a NaN written as null
+        return data
 
     def loads(self, value: bytes) -> Any:
-        return orjson.loads(value)
+        # pydantic's parser, which reads integers beyond 64 bits exactly (orjson reads them
+        # as floats), a little slower than orjson's.
+        return _from_json(value)
 
     # pydantic reads and writes JSON itself, in one pass and to the same bytes. A subclass
     # with its own dumps/loads gets the general path, so its format is respected.
@@ -36,7 +71,13 @@ class JSONSerializer(Serializer):
     def dumps_record(self, record: Record) -> bytes:
         if type(self).dumps is not JSONSerializer.dumps:
             return super().dumps_record(record)
-        return record.__pydantic_serializer__.to_json(record)
+        try:
+            data = record.__pydantic_serializer__.to_json(record)
+        except Exception as exc:  # pydantic's PydanticSerializationError
+            raise refused(record, JSON, exc) from exc
+        if b"null" in data:
+            check(record, JSON)  # a None, or a NaN written as null
+        return data
 
     def loads_record(self, record: type[Record], data: bytes) -> Record:
         if type(self).loads is not JSONSerializer.loads:
@@ -57,11 +98,15 @@ def _plain(value: Any) -> Any:
         return value.value
     if isinstance(value, set | frozenset | tuple):
         return list(value)
+    if isinstance(value, int):
+        raise OverflowError(f"{value} is beyond the 64-bit integers msgpack carries")
     raise TypeError(f"cannot serialize {type(value).__name__} with msgpack")
 
 
 class MsgpackSerializer(Serializer):
-    """msgpack: smaller than JSON and faster to decode, with native bytes."""
+    """msgpack: smaller than JSON and faster to decode, with native bytes, NaN and the
+    infinities; integers from -2**63 to 2**64 - 1 (others are refused with
+    :class:`~runnel.exceptions.EncodeError`, naming the field)."""
 
     name = "msgpack"
     dump_mode = "python"
@@ -75,7 +120,10 @@ class MsgpackSerializer(Serializer):
         self._msgpack = msgpack
 
     def dumps(self, value: Any) -> bytes:
-        return self._msgpack.packb(value, use_bin_type=True, default=_plain)
+        try:
+            return self._msgpack.packb(value, use_bin_type=True, default=_plain)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise refused(value, MSGPACK, exc) from exc
 
     def loads(self, value: bytes) -> Any:
         return self._msgpack.unpackb(value, raw=False)
