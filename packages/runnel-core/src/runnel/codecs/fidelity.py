@@ -2,9 +2,9 @@
 
 A codec must give back what it was given or refuse it where it is given: a NaN that JSON
 writes as ``null`` would come back as None (or fail to validate, and stop a processor).
-The serializers call :func:`check` or :func:`refused` on the rare path (JSON's output holds a ``null``, or
-encoding failed), so the common path pays nothing; it walks the value and names the
-first field at fault, such as ``items[2].price``.
+The serializers call :func:`check` or :func:`refused` on the rare path (JSON's output
+holds a ``null``, or encoding failed), so the common path pays nothing; it walks the
+value and names the first field at fault, such as ``items[2].price``.
 """
 
 from __future__ import annotations
@@ -71,10 +71,7 @@ MAX_DEPTH = 200
 def _find(value: Any, fmt: Format, depth: int) -> tuple[list[str], str] | None:
     if isinstance(value, float):
         if not fmt.nan and not math.isfinite(value):
-            return [], (
-                f"{value!r}: {fmt.name} has no NaN or infinity (send None, or use msgpack "
-                "or avro, which carry them)"
-            )
+            return [], f"{value!r}: {fmt.name} has no NaN or infinity (msgpack carries them)"
         return None
     if isinstance(value, str):
         return _text(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import enum
+import functools
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -17,23 +18,13 @@ if TYPE_CHECKING:
     from runnel.record import Record
 
 
-def _to_json(value: Any) -> bytes:
-    """pydantic_core's ``to_json``, imported on first use, not with the built-in codecs,
-    which every ``runnel`` command registers (``runnel --help`` stays quick)."""
-    global _to_json
-    from pydantic_core import to_json
+@functools.cache
+def _pydantic_core() -> Any:
+    """pydantic_core, imported on first use, not with the built-in codecs, which every
+    ``runnel`` command registers (``runnel --help`` stays quick)."""
+    import pydantic_core
 
-    _to_json = to_json
-    return to_json(value)
-
-
-def _from_json(value: bytes) -> Any:
-    """pydantic_core's ``from_json``, imported on first use (as :func:`_to_json`)."""
-    global _from_json
-    from pydantic_core import from_json
-
-    _from_json = from_json
-    return from_json(value)
+    return pydantic_core
 
 
 class JSONSerializer(Serializer):
@@ -55,7 +46,7 @@ class JSONSerializer(Serializer):
         except TypeError as exc:
             if "64-bit" not in str(exc):
                 raise refused(value, JSON, exc) from exc
-            data = _to_json(value)  # any int, exactly; the rest as orjson does
+            data = _pydantic_core().to_json(value)  # any int, exactly; the rest as orjson does
         if b"null" in data:
             check(value, JSON)  # a None, or a NaN written as null
         return data
@@ -63,7 +54,7 @@ class JSONSerializer(Serializer):
     def loads(self, value: bytes) -> Any:
         # pydantic's parser, which reads integers beyond 64 bits exactly (orjson reads them
         # as floats), a little slower than orjson's.
-        return _from_json(value)
+        return _pydantic_core().from_json(value)
 
     # pydantic reads and writes JSON itself, in one pass and to the same bytes. A subclass
     # with its own dumps/loads gets the general path, so its format is respected.

@@ -125,8 +125,8 @@ class TableView:
         self.keys: dict[Any, bytes] = {}
         """Keys as stored (encoded once; at most :data:`KEYS_KEPT`)."""
         self.mutable = False
-        """Whether the iteration in progress wrote a value that may change in place (to
-        encode as it is when sealed: :meth:`prepare`)."""
+        """Whether the iteration in progress wrote a value that may change in place or
+        may not encode (to encode as it is when sealed: :meth:`prepare`)."""
         self.hits = 0
         self.misses = 0
         self.snapshot: dict[bytes, bytes] | None = None
@@ -157,6 +157,7 @@ class TableView:
         codec = table.codec
         self._encode, self._frozen = codec.encode, codec.frozen
         self._plain = codec.plain_json
+        self._records = codec.record is not None  # every value is validated when sealed
 
     def loaded(self, key: Any) -> bool:
         return key in self.values
@@ -183,7 +184,18 @@ class TableView:
         values[key] = value
         values.move_to_end(key)
         self.dirty[key] = value
-        if type(value) not in SCALARS:
+        # What codec.deferrable says, inlined: a counter's every write passes here.
+        kind = type(value)
+        if kind is int:
+            if not -0x8000000000000000 <= value <= 0xFFFFFFFFFFFFFFFF or self._records:
+                self.mutable = True
+        elif kind is float:
+            if value - value or self._records:  # NaN, an infinity
+                self.mutable = True
+        elif kind is str:
+            if not value.isascii() or self._records:
+                self.mutable = True
+        elif (kind is not bool and value is not None) or self._records:
             self.mutable = True
 
     def set_deadline(self, key: Any, when: float | None) -> None:
@@ -210,14 +222,14 @@ class TableView:
     def prepare(self) -> None:
         """Encode this iteration's mutable values as they are now, so that later changes
         in place do not reach the commit, and a value that cannot be encoded fails the
-        event that made it. Immutable ones are encoded when taken (the last of several
-        changes of a key only). Undone by :meth:`rollback`, like the changes."""
+        event that made it. Immutable ones that surely encode are encoded when taken (the
+        last of several changes of a key only). Undone by :meth:`rollback`, like the
+        changes."""
         self.mutable = False
         dirty, encode, frozen = self.dirty, self._encode, self._frozen
         for key in self.undo:
             value = dirty[key]
-            kind = type(value)
-            if kind in SCALARS or value is ABSENT or kind is Encoded or frozen(value):
+            if value is ABSENT or type(value) is Encoded or frozen(value):
                 continue
             dirty[key] = Encoded(encode(value))
 
