@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import decimal
+import enum
 import math
+import types
+import typing
+import uuid
 from typing import Any
 
 from runnel.exceptions import EncodeError
@@ -62,6 +67,221 @@ def refused(value: Any, fmt: Format, cause: BaseException) -> EncodeError:
     """The error for ``value`` that ``fmt`` failed to encode: naming the field at fault
     when it is one of those :func:`problem` knows, else saying what the encoder said."""
     return EncodeError(problem(value, fmt) or f"{type(cause).__name__}: {cause}")
+
+
+def check_finite(value: Any) -> None:
+    """For JSON output that holds a ``null``: raise :class:`EncodeError` if a NaN or an
+    infinity in ``value`` became it (a None is the usual ``null``). The walk looks only
+    at what can hold a float: of a record, the fields whose type can (none, for most)."""
+    if _nonfinite(value):
+        dumped = value.model_dump() if hasattr(value, "model_dump") else value
+        raise EncodeError(
+            problem(value, JSON)
+            or problem(dumped, JSON)
+            or "a NaN or an infinity, which JSON has not (msgpack carries them)"
+        )
+
+
+NULL_MARKS: dict[type, tuple[bytes, ...]] = {}
+"""Per record type, what in its JSON (as pydantic writes it) may be a NaN or an infinity
+written as null: ``"price":null`` after the key of each float field, ``null`` itself for
+records with floats in lists, dicts or ``Any`` (anywhere), nothing for records that hold
+no float (most). Read by :func:`null_marks`, once per type."""
+
+
+def null_marks(cls: type) -> tuple[bytes, ...]:
+    found = NULL_MARKS.get(cls)
+    if found is None:
+        marks = _null_marks(cls, set())
+        found = NULL_MARKS[cls] = (b"null",) if marks is None else marks
+    return found
+
+
+def check_json(record: Any, data: bytes) -> None:
+    """Raise :class:`EncodeError` if a NaN or an infinity of ``record`` is a ``null`` of
+    ``data``, its JSON: a few scans of the bytes, and a walk of the record only when a
+    ``null`` stands where it may have had a float (not for the usual None)."""
+    for mark in null_marks(type(record)):
+        if data.find(mark) >= 0:
+            check_finite(record)
+            return
+
+
+def _null_marks(cls: type, seen: set[type]) -> tuple[bytes, ...] | None:
+    names = _float_fields(cls)
+    config = getattr(cls, "model_config", {})
+    if (
+        names is None
+        or names is _DUMP
+        or config.get("extra") == "allow"
+        or config.get("alias_generator") is not None
+    ):
+        return None
+    if cls in seen:
+        return ()
+    seen.add(cls)
+    fields = cls.__pydantic_fields__  # type: ignore[attr-defined]
+    marks: set[bytes] = set()
+    for name in names:
+        info = fields[name]
+        kinds = _branches(info.annotation)
+        if kinds <= {float, type(None)}:
+            keys = {name, info.alias, info.serialization_alias}
+            marks.update(b'"%s":null' % k.encode() for k in keys if isinstance(k, str))
+            continue
+        inner = {k for k in kinds if k is not type(None)}
+        if len(inner) != 1 or not isinstance(record := inner.pop(), type):
+            return None
+        nested = _null_marks(record, seen)
+        if nested is None:
+            return None
+        marks.update(nested)
+    return tuple(sorted(marks))
+
+
+def _branches(annotation: Any) -> set[Any]:
+    """The types a field may hold: its union's branches, a list's or dict's items (a
+    record in a container is found by its own keys); anything else as it is."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        return set().union(*(_branches(a) for a in typing.get_args(annotation)))
+    if origin in (list, tuple, set, frozenset) or origin is dict:
+        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        if origin is dict:
+            args = args[1:]
+        found = set().union(*(_branches(a) for a in args)) if args else {Any}
+        # A float straight in a container is written as a bare null: no key marks it.
+        return {Any} if float in found else found
+    return {annotation}
+
+
+def _nonfinite(value: Any) -> bool:
+    """Whether ``value`` holds a NaN or an infinity (loops, not generators: this runs for
+    every JSON event holding a None whose record has a float field)."""
+    kind = type(value)
+    if kind is float:
+        return value - value != 0  # NaN, or an infinity minus itself (NaN)
+    if kind is list or kind is tuple:
+        items: Any = value
+    elif kind is dict:
+        items = value.values()
+    else:
+        names = _FLOAT_FIELDS.get(kind, _UNSEEN)
+        if names is _UNSEEN:
+            names = _FLOAT_FIELDS[kind] = _float_fields(kind)
+        if names is None:  # not a record
+            if kind is str or kind is int or value is None:
+                return False
+            if isinstance(value, float):
+                return not math.isfinite(value)
+            if isinstance(value, list | tuple | set | frozenset):
+                return _any_nonfinite(value)
+            if isinstance(value, dict):
+                return _any_nonfinite(value.values())
+            return False
+        if names is _DUMP:
+            return _nonfinite(value.model_dump())
+        extra = value.__pydantic_extra__
+        if extra and _any_nonfinite(extra.values()):
+            return True
+        fields = value.__dict__
+        items = [fields.get(name) for name in names]
+    return _any_nonfinite(items)
+
+
+def _any_nonfinite(items: Any) -> bool:
+    for item in items:
+        if type(item) is float:
+            if item - item != 0:
+                return True
+        elif item is not None and _nonfinite(item):
+            return True
+    return False
+
+
+_UNSEEN: Any = object()
+_FLOAT_FIELDS: dict[type, tuple[str, ...] | None] = {}
+"""Per type: None if it is not a pydantic model, else the names of its fields whose
+annotation can hold a float (read once)."""
+_NO_FLOAT: tuple[type, ...] = (
+    str, int, bytes, bytearray, type(None), datetime.date, datetime.time,
+    datetime.timedelta, decimal.Decimal, uuid.UUID, enum.Enum,
+)  # fmt: skip
+
+
+def _float_fields(cls: type) -> tuple[str, ...] | None:
+    if cls in _FLOAT_FIELDS:
+        return _FLOAT_FIELDS[cls]
+    fields = getattr(cls, "__pydantic_fields__", None)
+    if not isinstance(fields, dict):
+        return None
+    _BUSY.add(cls)
+    try:
+        decorators = getattr(cls, "__pydantic_decorators__", None)
+        if (
+            decorators is not None
+            and (decorators.field_serializers or decorators.model_serializers)
+        ) or any(
+            _serializes(info.annotation) or not all(_plain_constraint(m) for m in info.metadata)
+            for info in fields.values()
+        ):
+            found = _DUMP  # its own serializers may write anything: walk what they write
+        else:
+            found = tuple(
+                name
+                for name, info in fields.items()
+                if _may_hold_float(info.annotation)
+                or not all(_plain_constraint(m) for m in info.metadata)
+            )
+    finally:
+        _BUSY.discard(cls)
+    _FLOAT_FIELDS[cls] = found
+    return found
+
+
+_DUMP = ("",)
+"""The fields of a record that serializes (some of) its values itself: what to walk is
+its ``model_dump()``."""
+
+
+def _serializes(annotation: Any) -> bool:
+    """Whether ``annotation`` holds an ``Annotated`` serializer or validator anywhere."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        _, *extra = typing.get_args(annotation)
+        if not all(_plain_constraint(e) for e in extra):
+            return True
+    return any(_serializes(a) for a in typing.get_args(annotation))
+
+
+_BUSY: set[type] = set()
+"""Records whose fields are being read (a recursive one may hold floats)."""
+
+
+def _may_hold_float(annotation: Any) -> bool:
+    """Whether a value of ``annotation`` can be or hold a float (when unsure: yes)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return any(isinstance(a, float) for a in typing.get_args(annotation))
+    if origin is typing.Annotated:
+        inner, *extra = typing.get_args(annotation)
+        return _may_hold_float(inner) or not all(_plain_constraint(e) for e in extra)
+    if origin is not None:
+        return any(_may_hold_float(a) for a in typing.get_args(annotation) if a is not Ellipsis)
+    if isinstance(annotation, type):
+        if issubclass(annotation, float) or annotation in _BUSY:
+            return True
+        if issubclass(annotation, _NO_FLOAT):
+            return False
+        found = _float_fields(annotation)
+        if found is not None:  # a record: if any of its fields can
+            return bool(found)
+    return annotation is not type(None)  # Any, object, a type variable, a class: maybe
+
+
+def _plain_constraint(item: Any) -> bool:
+    """``Annotated`` metadata that only constrains (a ``Field``, ``Strict``...), as opposed
+    to a serializer or validator that may turn the value into a float."""
+    return not callable(getattr(item, "func", None))
 
 
 MAX_DEPTH = 200

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from runnel.codecs.fidelity import JSON, MSGPACK, check, refused
+from runnel.codecs.fidelity import (
+    JSON,
+    MSGPACK,
+    NULL_MARKS,
+    check_finite,
+    null_marks,
+    refused,
+)
 from runnel.interfaces import Compressor, Serializer
 
 if TYPE_CHECKING:
@@ -47,8 +54,8 @@ class JSONSerializer(Serializer):
             if "64-bit" not in str(exc):
                 raise refused(value, JSON, exc) from exc
             data = _pydantic_core().to_json(value)  # any int, exactly; the rest as orjson does
-        if b"null" in data:
-            check(value, JSON)  # a None, or a NaN written as null
+        if data.find(b"null") >= 0:  # (`in` tries the needle as an int first: slower)
+            check_finite(value)  # a None, or a NaN written as null
         return data
 
     def loads(self, value: bytes) -> Any:
@@ -66,8 +73,18 @@ class JSONSerializer(Serializer):
             data = record.__pydantic_serializer__.to_json(record)
         except Exception as exc:  # pydantic's PydanticSerializationError
             raise refused(record, JSON, exc) from exc
-        if b"null" in data:
-            check(record, JSON)  # a None, or a NaN written as null
+        # A NaN would be a null where a float was (check_json, inlined: every event of a
+        # JSON stream passes here): nothing to do for a record without floats; else a
+        # scan of the bytes for each float field's key and null (after one for a null at
+        # all, when there are several), and a walk only if one is found.
+        marks = NULL_MARKS.get(type(record))
+        if marks is None:
+            marks = null_marks(type(record))
+        if marks and (len(marks) == 1 or data.find(b"null") >= 0):
+            for mark in marks:
+                if data.find(mark) >= 0:
+                    check_finite(record)
+                    break
         return data
 
     def loads_record(self, record: type[Record], data: bytes) -> Record:

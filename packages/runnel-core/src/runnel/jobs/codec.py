@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter
 
-from runnel.codecs.fidelity import JSON, check, problem, refused
+from runnel.codecs.fidelity import JSON, check_finite, refused
 from runnel.codecs.resolve import resolve_serializer
 from runnel.codecs.serializers import JSONSerializer
 from runnel.exceptions import DecodeError, EncodeError
@@ -46,8 +46,8 @@ def encode(serializer: Serializer, value: Any) -> bytes:
             data = _ANY.dump_json(value)  # straight to JSON bytes, in one pass
         except Exception as exc:  # pydantic's PydanticSerializationError
             raise refused(value, JSON, exc) from exc
-        if b"null" in data:
-            check(value, JSON)  # a None, or a NaN written as null
+        if data.find(b"null") >= 0:
+            check_finite(value)  # a None, or a NaN written as null
     else:
         data = serializer.dumps(
             _ANY.dump_python(value, mode=getattr(serializer, "dump_mode", "json"))
@@ -87,8 +87,13 @@ def encode_arguments(
         except TypeError:
             pass  # records, ints beyond 64 bits and the like: through pydantic
         else:
-            if b"null" not in data or problem(value, JSON) is None:  # a None, or a NaN
+            if data.find(b"null") < 0:
                 return data
+            try:
+                check_finite(value)  # a None, or a NaN written as null
+            except EncodeError as exc:
+                raise EncodeError(f"job {name!r}: cannot encode the arguments: {exc}") from None
+            return data
     try:
         return encode(serializer, value)
     except Exception as exc:  # the serializer or the user's values

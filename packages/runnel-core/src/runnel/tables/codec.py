@@ -49,7 +49,7 @@ def encode_key(key: Any) -> bytes:
             f"a table key must be JSON (text, a number, a tuple of them): {key!r}"
             + (f": {found}" if found else "")
         ) from exc
-    if b"null" in data and (found := problem(key, ORJSON)) is not None:
+    if data.find(b"null") >= 0 and (found := problem(key, ORJSON)) is not None:
         # orjson writes NaN as null: the key would be None's (or another NaN's)
         raise TableError(f"a table key must be JSON: {key!r}: {found}")
     return data
