@@ -153,6 +153,19 @@ def json_input(text: str | bytes) -> Any:
     return value
 
 
+def finite(value: Any) -> Any:
+    """``value`` with each NaN or infinity (which msgpack carries) as its repr (``"nan"``,
+    ``"inf"``), for JSON that other programs read: Python writes them as ``NaN`` and
+    ``Infinity``, which no strict JSON reader (a browser's, jq) accepts."""
+    if isinstance(value, float):
+        return value if value - value == 0 else repr(value)
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
 def shown_plain(value: Any) -> Any:
     """A value JSON cannot hold, as a message shows it: bytes as their text when they are
     printable UTF-8, else as ``0x`` and hex; anything else as ``str``."""

@@ -22,7 +22,15 @@ from runnel.admin.jobs import (
 )
 from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.app import App
-from runnel.commands import json_input, load, load_plugins, plugin_option, run, yes_option
+from runnel.commands import (
+    finite,
+    json_input,
+    load,
+    load_plugins,
+    plugin_option,
+    run,
+    yes_option,
+)
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction, new_job_id
 from runnel.jobs.model import (
     ENDED,
@@ -141,7 +149,7 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
         return
     report = describe_job(record)
     if as_json:
-        click.echo(json.dumps(report, indent=2, default=str))
+        click.echo(json.dumps(finite(report), indent=2, default=str))
         return
     for key in ("id", "name", "status"):
         click.echo(f"{key + ':':<10} {report[key]}")
@@ -185,7 +193,7 @@ def _waiting(app: App, name: str, limit: str) -> str:
 
 def show_workflow(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report, indent=2, default=str))
+        click.echo(json.dumps(finite(report), indent=2, default=str))
         return
     for key in ("workflow", "shape", "status", "created", "finished"):
         if report[key]:

@@ -2,9 +2,10 @@
 
 A codec must give back what it was given or refuse it where it is given: a NaN that JSON
 writes as ``null`` would come back as None (or fail to validate, and stop a processor).
-The serializers call :func:`check` or :func:`refused` on the rare path (JSON's output
-holds a ``null``, or encoding failed), so the common path pays nothing; it walks the
-value and names the first field at fault, such as ``items[2].price``.
+Nothing here runs on the common path but a lookup: the serializers call :func:`refused`
+when encoding failed, and JSON's :func:`check_finite` only when a ``null`` stands where
+a float may have been (:func:`null_marks`). Both walk the value and name the first field
+at fault, such as ``items[2].price``.
 """
 
 from __future__ import annotations
@@ -90,21 +91,12 @@ no float (most). Read by :func:`null_marks`, once per type."""
 
 
 def null_marks(cls: type) -> tuple[bytes, ...]:
+    """:data:`NULL_MARKS` of record type ``cls``, read the first time."""
     found = NULL_MARKS.get(cls)
     if found is None:
         marks = _null_marks(cls, set())
         found = NULL_MARKS[cls] = (b"null",) if marks is None else marks
     return found
-
-
-def check_json(record: Any, data: bytes) -> None:
-    """Raise :class:`EncodeError` if a NaN or an infinity of ``record`` is a ``null`` of
-    ``data``, its JSON: a few scans of the bytes, and a walk of the record only when a
-    ``null`` stands where it may have had a float (not for the usual None)."""
-    for mark in null_marks(type(record)):
-        if data.find(mark) >= 0:
-            check_finite(record)
-            return
 
 
 def _null_marks(cls: type, seen: set[type]) -> tuple[bytes, ...] | None:
@@ -227,12 +219,7 @@ def _float_fields(cls: type) -> tuple[str, ...] | None:
         ):
             found = _DUMP  # its own serializers may write anything: walk what they write
         else:
-            found = tuple(
-                name
-                for name, info in fields.items()
-                if _may_hold_float(info.annotation)
-                or not all(_plain_constraint(m) for m in info.metadata)
-            )
+            found = tuple(name for name, info in fields.items() if _may_hold_float(info.annotation))
     finally:
         _BUSY.discard(cls)
     _FLOAT_FIELDS[cls] = found

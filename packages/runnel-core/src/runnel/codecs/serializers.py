@@ -73,10 +73,10 @@ class JSONSerializer(Serializer):
             data = record.__pydantic_serializer__.to_json(record)
         except Exception as exc:  # pydantic's PydanticSerializationError
             raise refused(record, JSON, exc) from exc
-        # A NaN would be a null where a float was (check_json, inlined: every event of a
-        # JSON stream passes here): nothing to do for a record without floats; else a
-        # scan of the bytes for each float field's key and null (after one for a null at
-        # all, when there are several), and a walk only if one is found.
+        # A NaN would be a null where a float was (every event of a JSON stream passes
+        # here): nothing to do for a record without floats; else a scan of the bytes for
+        # each float field's key and null (after one for a null at all, when there are
+        # several), and a walk only if one is found.
         marks = NULL_MARKS.get(type(record))
         if marks is None:
             marks = null_marks(type(record))

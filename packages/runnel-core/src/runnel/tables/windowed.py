@@ -54,8 +54,11 @@ def seconds(value: Any) -> float:
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
         return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TableError(f"an event time must be a number of seconds or a datetime: {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or value - value != 0:
+        # (a NaN or an infinity minus itself is NaN: no window holds it)
+        raise TableError(
+            f"an event time must be a finite number of seconds or a datetime: {value!r}"
+        )
     return float(value)
 
 
