@@ -65,6 +65,30 @@ def decode_key(raw: bytes) -> Any:
     return orjson.loads(raw)
 
 
+class RawKey(bytes):
+    """A key stored as these bytes, not JSON: a windowed table's own entries (its
+    watermark), which no key of the stream can be mistaken for."""
+
+
+def store_key(key: Any) -> bytes:
+    return key if type(key) is RawKey else encode_key(key)
+
+
+TakenWrites = dict[str, dict[bytes, bytes | None]]
+"""Table name -> stored key -> encoded value (None: delete it), as a commit takes them."""
+TakenDeadlines = dict[str, dict[bytes, float | None]]
+"""Table name -> stored key -> its deadline (None: drop it), as a commit takes them."""
+
+
+class Encoded:
+    """A sealed value already encoded (a mutable one: later changes must not reach it)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 class ValueCodec:
     """A table's values to bytes and back."""
 
