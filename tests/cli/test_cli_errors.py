@@ -48,6 +48,13 @@ BAD_EVENTS = {
     "missing-field": ('{"key": "a"}', ["n", "missing"]),
     "all-fields-missing": ("{}", ["key", "n", "missing"]),
     "value-with-newline": ('{"key": "a", "n": "1\\n2"}', ["n"]),
+    # Python's json reads these; JSON has none of them (nor has orjson).
+    "nan-literal": ('{"key": "a", "n": NaN}', ["malformed JSON", "JSON has no NaN or Infinity"]),
+    "infinity-literal": (
+        '{"key": "a", "n": -Infinity}',
+        ["malformed JSON", "JSON has no NaN or Infinity"],
+    ),
+    "beyond-a-float": ('{"key": "a", "n": 1e400}', ["malformed JSON", "infinity"]),
 }
 
 

@@ -39,6 +39,27 @@ def test_send_prints_an_id(project: Project) -> None:
     assert ids == [xid]
 
 
+def test_send_and_sendmany_keep_integers_beyond_64_bits_exact(project: Project) -> None:
+    """JSON input is read exactly: before, orjson read these as floats, and the record got
+    the nearest float's integer (18446744073709551616 for ...617)."""
+    done = project.run("send", STREAM, '{"key": "k1", "n": 18446744073709551617}')
+    assert done.returncode == 0, done.stderr
+    lines = (
+        '{"key": "k2", "n": -9223372036854775809}\n{"key": "k3", "n": 10000000000000000000001}\n'
+    )
+    done = project.run("sendmany", STREAM, "-", input=lines)
+    assert done.returncode == 0, done.stderr
+    stored = sorted(
+        (json.loads(event["data"])["key"], json.loads(event["data"])["n"])
+        for event in read_back(project)
+    )
+    assert stored == [
+        ("k1", 18446744073709551617),
+        ("k2", -9223372036854775809),
+        ("k3", 10000000000000000000001),
+    ]
+
+
 def test_sendmany_file_sends_every_line(project: Project) -> None:
     events = pings(250, keys=5)
     (project.dir / "events.jsonl").write_text(jsonl(events))

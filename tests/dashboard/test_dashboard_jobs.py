@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
+import urllib.request
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -55,6 +56,11 @@ async def flaky(n: int) -> int:
 @app.job(queue="bulk")
 async def later(n: int) -> int:
     return n
+
+
+@app.job(serializer="msgpack")
+async def measure(x: float) -> list[float]:
+    return [x, -x]
 
 
 @app.job
@@ -234,3 +240,23 @@ def test_every_jobs_view_and_every_job_action_from_the_page(
     assert {(x["who"], x["client"]) for x in lines} == {("local", "127.0.0.1")}
     log = board.log_path.read_text()
     assert "runnel.dashboard.audit: local from 127.0.0.1: job-cancel " in log
+
+
+def test_a_job_page_with_a_nan_is_still_json(
+    module: ModuleType, tmp_path: Path, redis_url: str
+) -> None:
+    """msgpack carries NaN and the infinities; the page's data shows them as text: as
+    bare NaN tokens (what Python's json writes) the browser could read nothing."""
+    call(module, lambda: module.measure.delay(float("nan"), job_id="m-1"))
+    board = Dashboard("jobsapp:app", tmp_path, env_with(redis_url))
+    try:
+        with urllib.request.urlopen(board.url + "api/jobs/m-1", timeout=30) as answer:
+            text = answer.read().decode()
+    finally:
+        board.close()
+
+    def not_json(token: str) -> Any:
+        raise AssertionError(f"{token} is not JSON: {text}")
+
+    page = json.loads(text, parse_constant=not_json)
+    assert page["args"] == ["nan"]

@@ -429,6 +429,8 @@ BAD_SENDS = {
     "countdown-nan": ([ADD, "[1]", "--countdown", "nan"], ["--countdown"]),
     "negative-wait": ([ADD, "[1]", "--wait", "-1"], ["--wait"]),
     "args-with-a-newline": ([ADD, '{\n"a": 1}'], ["ARGS_JSON", "array", "object"]),
+    "args-nan": ([ADD, "[NaN]"], ["ARGS_JSON", "malformed JSON", "JSON has no NaN"]),
+    "kwargs-infinity": ([ADD, "[1]", '{"b": Infinity}'], ["KWARGS_JSON", "no NaN or Infinity"]),
 }
 
 
@@ -538,6 +540,19 @@ def test_wait_prints_the_result_and_show_describes_the_job(project: JobsProject)
         datetime.fromisoformat(report[k]) for k in ("created", "started", "finished")
     )
     assert created <= started <= finished
+
+
+def test_integers_beyond_64_bits_reach_the_job_and_come_back_exact(project: JobsProject) -> None:
+    """Before, ARGS_JSON was read with orjson, which made a float of 2**64 + 1, and the
+    job got 2**64; the printed result came from orjson too, which cannot write it."""
+    with project.worker() as worker:
+        done = project.run(
+            "jobs", "send", f"{MODULE}:add", "[18446744073709551617]", '{"b": 1}',
+            "--wait", "60",
+        )  # fmt: skip
+        stopped(worker)
+    _, result = assert_ok(done).splitlines()
+    assert json.loads(result) == 18446744073709551618
 
 
 def test_wait_on_a_job_that_dies_and_show_its_error(project: JobsProject) -> None:

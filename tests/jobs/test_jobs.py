@@ -4,10 +4,13 @@ idempotent ids, countdowns, and jobs taken back from a worker that died."""
 from __future__ import annotations
 
 import asyncio
+import math
+from typing import Any
 
 import pytest
 
 from runnel import App
+from runnel.exceptions import EncodeError
 from runnel.jobs import JobFailed, JobStatus, ManualClock, current_job
 from runnel.testing import run
 
@@ -257,3 +260,53 @@ async def test_a_delivery_held_in_a_live_workers_name_that_it_does_not_run_goes_
         await t.join()
         counts = await t.job_counts()
         assert (counts.queued, counts.executing, counts.dead) == (0, 0, 0)
+
+
+async def test_what_the_serializer_cannot_carry_is_refused_at_delay(
+    app_name: str, store_url: str
+) -> None:
+    """JSON has no NaN: refused at the call, naming the argument (before, it was stored as
+    null: the job ended DEAD with InvalidArguments, or an unannotated one got None).
+    msgpack carries NaN and the infinities; JSON carries integers of any size exactly
+    (before, they came back as floats); a NaN returned over JSON ends the job DEAD."""
+    app = jobs_app(app_name)
+
+    @app.job
+    def half(x: float) -> float:
+        return x / 2
+
+    @app.job
+    def echo(x: Any) -> Any:
+        return x
+
+    @app.job(serializer="msgpack")
+    def packed_half(x: float) -> float:
+        return x / 2
+
+    @app.job
+    def undefined() -> float:
+        return math.nan
+
+    async with run(app, store=store_url) as t:
+        with pytest.raises(EncodeError, match=r"job 'half': cannot encode the arguments: "):
+            await half.delay(math.nan)
+        with pytest.raises(EncodeError, match=r"args\[0\]\[1\]\.a: inf: JSON has no NaN"):
+            await echo.delay([1, {"a": math.inf}])
+        with pytest.raises(EncodeError, match=r"kwargs\.x: nan"):
+            half.delay_sync(x=math.nan)
+        counts = await t.job_counts()
+        assert (counts.queued, counts.executing, counts.dead) == (0, 0, 0)
+
+        assert await (await echo.delay(2**70)).get(timeout=t.wait) == 2**70
+        assert await (await echo.delay([-(2**64)])).get(timeout=t.wait) == [-(2**64)]
+        assert await (await packed_half.delay(-math.inf)).get(timeout=t.wait) == -math.inf
+        assert math.isnan(await (await packed_half.delay(math.nan)).get(timeout=t.wait))
+        with pytest.raises(EncodeError, match=r"args\[0\]: 2361183241434822606848 is beyond"):
+            await packed_half.delay(2**71)
+
+        result = await undefined.delay()
+        with pytest.raises(JobFailed) as failed:
+            await result.get(timeout=t.wait)
+        assert failed.value.type == "EncodeError"
+        assert "nan: JSON has no NaN or infinity" in str(failed.value)
+        await t.join()

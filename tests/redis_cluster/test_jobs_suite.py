@@ -15,4 +15,8 @@ from tests.jobs.test_job_queue import (  # noqa: F401
     test_job_timeout_fails_the_try_and_is_retried_then_dead,
     test_status_unknown_for_an_id_never_enqueued,
 )
+from tests.jobs.test_jobs import (  # noqa: F401
+    test_what_the_serializer_cannot_carry_is_refused_at_delay,
+)
+from tests.support.apps import store_url  # noqa: F401
 from tests.support.redis_cluster import app_name, redis_url  # noqa: F401

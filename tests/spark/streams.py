@@ -62,6 +62,11 @@ class Ping(Record):
     n: int
 
 
+class Reading(Record):
+    key: str
+    value: float
+
+
 CODECS = ["json", "msgpack", "json+gzip", "avro"]
 
 orders = {
@@ -91,6 +96,10 @@ clicks = app.stream("clicks", record=Click, partition_by="user", partition_count
 clicks_out = app.stream("clicks_out", record=Click, partition_by="user", partition_count=PARTITIONS)
 
 pings = app.stream("pings", record=Ping, partition_by="key", partition_count=PARTITIONS)
+readings = {
+    codec: app.stream(f"readings.{codec}", record=Reading, partition_by="key", serializer=codec)
+    for codec in ("json", "msgpack")
+}
 pings_out = app.stream("pings_out", record=Ping, partition_by="key", partition_count=PARTITIONS)
 
 _client: redis.Redis | None = None

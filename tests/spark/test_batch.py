@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 from types import ModuleType
 from typing import Any
 
@@ -148,6 +149,25 @@ def test_bad_rows_fail_the_task_and_nothing_of_it_is_written(
     assert "row 2 of Spark partition 0 (attempt 0) is not a valid Ping: " in message
     assert 'key: input should be a valid string (got null); the row: {"key": null' in message
     assert stored(redis_client, streams.pings_out) == []
+
+
+def test_a_nan_to_a_json_stream_fails_the_task_and_msgpack_carries_it(
+    spark: Any, streams: ModuleType, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Before, the NaN was written as null: an event no processor could decode."""
+    rows = [("a", 1.5), ("b", float("nan")), ("c", float("-inf"))]
+    df = spark.createDataFrame(rows, "key string, value double").coalesce(1)
+    with pytest.raises(Exception) as failure:
+        write(df, streams.readings["json"], redis_url)
+    message = str(failure.value)
+    assert "row 2 of Spark partition 0 (attempt 0) cannot be routed or encoded" in message
+    assert "value: nan: JSON has no NaN or infinity" in message
+    assert "nothing of this task was written" in message
+    assert stored(redis_client, streams.readings["json"]) == []
+
+    write(df, streams.readings["msgpack"], redis_url)
+    back = {r.key: r.value for _, _, r in stored(redis_client, streams.readings["msgpack"])}
+    assert back["a"] == 1.5 and math.isnan(back["b"]) and back["c"] == -math.inf
 
 
 def test_check_rows_reports_every_bad_row(spark: Any, streams: ModuleType) -> None:

@@ -5,6 +5,7 @@ read back by anyone, loaded by the next owner, and rolled back when the event fa
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
 from typing import Any
 
@@ -313,6 +314,61 @@ async def test_a_value_that_cannot_be_encoded_fails_the_event_and_commits_nothin
         assert "cannot encode the table value" in str(t.failures[0].exception)
     assert await counts.get("ada") == 4
     assert await counts.get("bad") == 0
+    await app.aclose()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [math.nan, -math.inf, (1, math.nan), "caf\udce9", b"\xff", frozenset({1})],
+    ids=["nan", "-inf", "nan-in-tuple", "lone-surrogate", "bytes", "frozenset"],
+)
+async def test_a_value_json_cannot_carry_fails_its_event_not_the_commit(
+    app_name: str, store_url: str, bad: Any
+) -> None:
+    """Before, a NaN was committed as null (read back None), and an immutable value that
+    could not be encoded was encoded only at the commit, which crashed the worker."""
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
+    counts = app.table("counts", source=orders, default=0)
+    last = app.table("last", source=orders, default=None)
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            counts[order.customer] += 1
+            last[order.customer] = bad if order.amount == 3 else order.amount
+
+    async with run(app, store=store_url) as t:
+        await orders.send(*[Order(customer="ada", amount=i) for i in range(6)])
+        await t.processed()
+        assert len(t.failures) == 1
+        assert "cannot encode the table value" in str(t.failures[0].exception)
+    assert await counts.get("ada") == 5
+    assert await last.get("ada") == 5
+    await app.aclose()
+
+
+async def test_a_nan_key_is_refused(app_name: str, store_url: str) -> None:
+    """JSON writes NaN as null: the key would have been None's."""
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
+    counts = app.table("counts", source=orders, default=0)
+    refused: list[str] = []
+
+    @app.processor(orders)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            try:
+                counts[(order.customer, math.nan)] = 1
+            except TableError as exc:
+                refused.append(str(exc))
+            counts[(order.customer, None)] = 2
+
+    async with run(app, store=store_url) as t:
+        await orders.send(Order(customer="ada", amount=1))
+        await t.processed()
+    assert len(refused) == 1 and "nan: JSON has no NaN or infinity" in refused[0]
+    assert await counts.get(("ada", None)) == 2
     await app.aclose()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import math
 from typing import Any
 
 import pytest
@@ -349,10 +350,13 @@ def test_declarations_are_checked(app_name: str) -> None:
         table.tumbling(60)
 
 
-async def test_bad_event_times_fail_the_event(app_name: str, store_url: str) -> None:
+@pytest.mark.parametrize("bad", ["noon", math.nan, -math.inf], ids=["text", "nan", "-inf"])
+async def test_bad_event_times_fail_the_event(app_name: str, store_url: str, bad: Any) -> None:
+    """A NaN or an infinity too, named as such: before, it failed deep in the window
+    arithmetic ("cannot convert float NaN to integer")."""
     app, sales = shop_app(app_name, store_url)
     per_minute = app.table("per_minute", source=sales, default=0).tumbling(
-        60, time=lambda sale: "noon"
+        60, time=lambda sale: bad
     )
 
     @app.processor(sales, exception_policy=ExceptionPolicy.IGNORE)
@@ -365,6 +369,6 @@ async def test_bad_event_times_fail_the_event(app_name: str, store_url: str) -> 
         await t.processed()
         [failure] = t.failures
     assert isinstance(failure.exception, TableError)
-    assert "event time must be a number" in str(failure.exception)
+    assert "event time must be a finite number of seconds" in str(failure.exception)
     assert await per_minute.windows("a") == []
     await app.aclose()

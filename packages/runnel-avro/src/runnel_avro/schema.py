@@ -171,7 +171,10 @@ class _Builder:
             return self.enum(node.cls, where)
         if isinstance(node, rt.Scalar):
             schema = SCALARS[node.kind]
-            return _Plan(dict(schema) if isinstance(schema, dict) else schema)
+            plan = _Plan(dict(schema) if isinstance(schema, dict) else schema)
+            if node.kind in _ZONE_CHECKS:  # what fastavro would change, refused instead
+                plan.encode, plan.is_python = _ZONE_CHECKS[node.kind]
+            return plan
         if isinstance(node, rt.Decimal):
             if node.digits is None or node.places is None:
                 # Without a declared scale the exact value is kept as text.
@@ -230,6 +233,27 @@ class _Builder:
             lambda v: isinstance(v, cls),
             lambda v: isinstance(v, str) and v in to_member,
         )
+
+
+def _instant(value: Any) -> Any:
+    """A datetime as ``timestamp-micros`` keeps it: an instant, so it must be aware (a naive
+    one would come back as a UTC datetime, which is not equal to it)."""
+    if isinstance(value, datetime.datetime) and value.utcoffset() is None:
+        raise ValueError(f"naive datetime {value.isoformat()}")
+    return value
+
+
+def _zoneless(value: Any) -> Any:
+    """A time as ``time-micros`` keeps it: without a zone, so it must have none."""
+    if isinstance(value, datetime.time) and value.utcoffset() is not None:
+        raise ValueError(f"time {value.isoformat()} has a time zone")
+    return value
+
+
+_ZONE_CHECKS: dict[type, tuple[Callable[[Any], Any], Callable[[Any], bool]]] = {
+    datetime.datetime: (_instant, lambda v: isinstance(v, datetime.datetime)),
+    datetime.time: (_zoneless, lambda v: isinstance(v, datetime.time)),
+}
 
 
 def _late(plan: _Plan, which: str) -> Convert:

@@ -19,6 +19,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from runnel.codecs.fidelity import AVRO, refused
 from runnel.exceptions import DecodeError, Misconfigured, SchemaIncompatible
 from runnel.interfaces import Compressor, Serializer
 from runnel.record import Record
@@ -135,11 +136,13 @@ class AvroSerializer(Serializer):
 
     def dumps(self, value: Any) -> bytes:
         self._bound()
-        if self._encode is not None:
-            value = self._encode(value)
         buffer = io.BytesIO()
         buffer.write(self.header)
-        fastavro.schemaless_writer(buffer, self.parsed, value)
+        try:
+            plain = value if self._encode is None else self._encode(value)
+            fastavro.schemaless_writer(buffer, self.parsed, plain)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise refused(value, AVRO, exc) from exc
         return buffer.getvalue()
 
     def loads(self, value: bytes) -> Any:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import traceback
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+import orjson
 
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError, Unavailable
 from runnel.imports import import_object
@@ -126,6 +128,42 @@ def describe_settings(exc: ValidationError) -> str:
             message = "no such setting (see docs/settings.md)"
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
+
+
+_LONG_INTEGER = re.compile(r"\d{19}")
+"""Where a JSON text may hold an integer beyond 64 bits (2**63 has 19 digits)."""
+_NOT_JSON_NUMBER = re.compile(r"-?\b(?:NaN|Infinity)\b")
+
+
+def json_input(text: str | bytes) -> Any:
+    """JSON given to a command, read exactly: integers of any size stay integers (orjson
+    reads those beyond 64 bits as floats, which would change them); ``NaN``,
+    ``Infinity`` and numbers beyond a float's range are refused, as JSON has none.
+    ``ValueError`` (``malformed JSON: ...``) if it is not JSON."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raw = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        hint = " (JSON has no NaN or Infinity)" if _NOT_JSON_NUMBER.search(raw) else ""
+        raise ValueError(f"malformed JSON: {exc}{hint}") from None
+    if _LONG_INTEGER.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        from pydantic_core import from_json  # reads any integer exactly
+
+        value = from_json(text)
+    return value
+
+
+def finite(value: Any) -> Any:
+    """``value`` with each NaN or infinity (which msgpack carries) as its repr (``"nan"``,
+    ``"inf"``), for JSON that other programs read: Python writes them as ``NaN`` and
+    ``Infinity``, which no strict JSON reader (a browser's, jq) accepts."""
+    if isinstance(value, float):
+        return value if value - value == 0 else repr(value)
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 def shown_plain(value: Any) -> Any:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from runnel.backpressure import too_big, wait_for_room
+from runnel.codecs.fidelity import JSON, problem
 from runnel.exceptions import (
     DecodeError,
     EncodeError,
@@ -195,7 +196,7 @@ class Stream:
     def _encoder(self) -> Callable[[Record], dict[bytes, Any]]:
         """How this stream's records become entries, chosen once."""
         if self._primitive:
-            return lambda r: {k.encode(): _primitive_value(v) for k, v in r.__dict__.items()}
+            return lambda r: {k.encode(): _primitive_value(k, v) for k, v in r.__dict__.items()}
         serializer = self.serializer
         assert serializer is not None
         data = getattr(serializer, "dumps_record", None)
@@ -381,16 +382,13 @@ class Stream:
             return await wait_for_room(again, entries, ids, refused, timeout)
 
     def _encode_error(self, record: Record, index: int, count: int, exc: Exception) -> EncodeError:
+        """The serializers' own :class:`EncodeError` names the field at fault; anything
+        else (a plugin's failure) is named by its type."""
         where = f" (record {index + 1} of {count})" if count > 1 else ""
-        hint = ""
-        if "utf-8" in str(exc).lower():
-            hint = (
-                "; JSON carries bytes only as UTF-8 text: use a str field, or a binary "
-                "serializer such as msgpack or avro"
-            )
+        said = str(exc) if isinstance(exc, EncodeError) else f"{type(exc).__name__}: {exc}"
         return EncodeError(
             f"stream {self.id!r}: cannot encode {type(record).__name__}{where}, nothing was "
-            f"sent: {exc}{hint}"
+            f"sent: {said}"
         )
 
 
@@ -450,12 +448,19 @@ def explicit_ids(given: Sequence[str | bytes], keys: Sequence[Hashable]) -> list
     return None if all(i == "*" for i in out) else out
 
 
-def _primitive_value(value: Any) -> bytes | str | int | float:
+def _primitive_value(name: str, value: Any) -> bytes | int | float:
     """A primitive field as runnel 0.1's Redis client wrote it: ``str(value)`` for bools
-    (``True``/``False``); numbers, text and bytes go to the transport as they are. Reading
-    takes these and ``1``/``0`` (what earlier versions of this one wrote) alike."""
+    (``True``/``False``), text as UTF-8 (here, so that text no store can hold is refused
+    by name); numbers (NaN and the infinities as ``nan``, ``inf``, ``-inf``, which read
+    back as such) and bytes go to the transport as they are. Reading takes these and
+    ``1``/``0`` (what earlier versions of this one wrote) alike."""
     if value is True:
         return b"True"
     if value is False:
         return b"False"
+    if type(value) is str:
+        try:
+            return value.encode()
+        except UnicodeEncodeError:
+            raise EncodeError(f"{name}: {problem(value, JSON)}") from None
     return value

@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 
 from runnel.admin.dead_letters import NotFound
 from runnel.app import App
+from runnel.commands import finite
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError
 from runnel.runtime.retry import cancel_and_wait
 from runnel_dashboard import api
@@ -205,8 +206,9 @@ def _refuse(request: Request, options: Options) -> str | None:
 
 def _json(body: Any) -> Response:
     """JSON of what a job carries (arguments, results): what JSON cannot say is shown
-    as its repr."""
-    text = json.dumps(body, default=repr)
+    as its repr, a NaN or an infinity (which msgpack carries) too: as a bare ``NaN``
+    the browser could not read the page's data at all."""
+    text = json.dumps(finite(body), default=repr)
     return Response(text, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 

@@ -97,10 +97,10 @@ class Encoder:
             record = stream.validate(self.into(row))
             return stream.partition_number(record), stream.encode(record)
         except ValidationError as exc:
-            problem = f"not a valid {stream.record.__name__}: {describe(exc)}"
+            problem = f"is not a valid {stream.record.__name__}: {describe(exc)}"
         except Exception as exc:
             problem = f"cannot be routed or encoded: {type(exc).__name__}: {exc}"
-        raise BadRow(f"{stream.id}: {where} is {problem}; the row: {_show(row)}")
+        raise BadRow(f"{stream.id}: {where} {problem}; the row: {_show(row)}")
 
     def _unbase64(self, row: dict[str, Any], where: str) -> dict[str, Any]:
         decoded = dict(row)

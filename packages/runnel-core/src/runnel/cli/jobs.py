@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 import click
-import orjson
 
 from runnel.admin.dead_letters import NotFound, dead_job_rows, select_dead_jobs
 from runnel.admin.declarations import Declarations
@@ -23,7 +22,15 @@ from runnel.admin.jobs import (
 )
 from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.app import App
-from runnel.commands import load, load_plugins, plugin_option, run, yes_option
+from runnel.commands import (
+    finite,
+    json_input,
+    load,
+    load_plugins,
+    plugin_option,
+    run,
+    yes_option,
+)
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction, new_job_id
 from runnel.jobs.model import (
     ENDED,
@@ -142,7 +149,7 @@ def show(target: str, job_id: str, as_json: bool, plugins: tuple[str, ...]) -> N
         return
     report = describe_job(record)
     if as_json:
-        click.echo(json.dumps(report, indent=2, default=str))
+        click.echo(json.dumps(finite(report), indent=2, default=str))
         return
     for key in ("id", "name", "status"):
         click.echo(f"{key + ':':<10} {report[key]}")
@@ -186,7 +193,7 @@ def _waiting(app: App, name: str, limit: str) -> str:
 
 def show_workflow(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report, indent=2, default=str))
+        click.echo(json.dumps(finite(report), indent=2, default=str))
         return
     for key in ("workflow", "shape", "status", "created", "finished"):
         if report[key]:
@@ -322,7 +329,7 @@ def send(
     if not added:
         click.echo(f"a job with id {new.id!r} exists already: not enqueued again", err=True)
     if wait is not None:
-        click.echo(orjson.dumps(value, default=str).decode())
+        click.echo(_json_text(value))
 
 
 _JSON_NAMES = {
@@ -352,9 +359,9 @@ def _load_job(target: str) -> JobFunction[Any, Any]:
 
 def _parse(text: str, what: str, kind: type, named: str) -> Any:
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise click.ClickException(f"{what}: malformed JSON: {exc}") from None
+        value = json_input(text)
+    except ValueError as exc:
+        raise click.ClickException(f"{what}: {exc}") from None
     if not isinstance(value, kind):
         raise click.ClickException(
             f"{what} must be {named}, not {_JSON_NAMES.get(type(value), 'a value')}: "
@@ -478,4 +485,6 @@ def _ago(when: float, now: float) -> str:
 
 
 def _json_text(value: Any) -> str:
-    return orjson.dumps(value, default=str).decode()
+    """A decoded value as compact JSON text, as it is: integers of any size, and a NaN or
+    an infinity (which msgpack carries) as ``NaN``/``Infinity``, not as null."""
+    return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))

@@ -7,10 +7,17 @@ import sys
 from typing import Any
 
 import click
-import orjson
 from pydantic import ValidationError
 
-from runnel.commands import describe, failure, load, load_plugins, plugin_option, run
+from runnel.commands import (
+    describe,
+    failure,
+    json_input,
+    load,
+    load_plugins,
+    plugin_option,
+    run,
+)
 from runnel.exceptions import NotConnected, PartlySent, Unavailable
 from runnel.runtime.retry import cancel_and_wait
 from runnel.stream import Stream
@@ -35,9 +42,9 @@ INTERRUPTED, FAILED, NO_REPLY = (
 
 def _parse(stream: Stream, text: str, where: str) -> Any:
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise click.ClickException(f"{where}malformed JSON: {exc}") from None
+        value = json_input(text)
+    except ValueError as exc:
+        raise click.ClickException(f"{where}{exc}") from None
     if not isinstance(value, dict):
         raise click.ClickException(f"{where}expected a JSON object, got {_json_type(value)}")
     try:

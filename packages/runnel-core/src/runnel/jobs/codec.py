@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter
 
+from runnel.codecs.fidelity import JSON, check_finite, refused
 from runnel.codecs.resolve import resolve_serializer
 from runnel.codecs.serializers import JSONSerializer
 from runnel.exceptions import DecodeError, EncodeError
@@ -37,10 +38,20 @@ def serializer_named(name: str) -> Serializer:
 
 
 def encode(serializer: Serializer, value: Any) -> bytes:
-    if type(serializer) is JSONSerializer and serializer.compressor is None:
-        return _ANY.dump_json(value)  # straight to JSON bytes, in one pass
-    data = serializer.dumps(_ANY.dump_python(value, mode=getattr(serializer, "dump_mode", "json")))
+    """``value`` as stored: :class:`EncodeError` naming the place of what the serializer
+    cannot carry (for JSON, a NaN or an infinity, which it would write as ``null``)."""
     compressor = serializer.compressor
+    if type(serializer) is JSONSerializer:
+        try:
+            data = _ANY.dump_json(value)  # straight to JSON bytes, in one pass
+        except Exception as exc:  # pydantic's PydanticSerializationError
+            raise refused(value, JSON, exc) from exc
+        if data.find(b"null") >= 0:
+            check_finite(value)  # a None, or a NaN written as null
+    else:
+        data = serializer.dumps(
+            _ANY.dump_python(value, mode=getattr(serializer, "dump_mode", "json"))
+        )
     return compressor.compress(data) if compressor is not None else data
 
 
@@ -72,9 +83,17 @@ def encode_arguments(
         try:
             # Plain values (the usual case), at a third of the cost, written as pydantic
             # writes them (UTC as Z).
-            return orjson.dumps(value, option=orjson.OPT_UTC_Z)
+            data = orjson.dumps(value, option=orjson.OPT_UTC_Z)
         except TypeError:
-            pass  # records and the like: through pydantic
+            pass  # records, ints beyond 64 bits and the like: through pydantic
+        else:
+            if data.find(b"null") < 0:
+                return data
+            try:
+                check_finite(value)  # a None, or a NaN written as null
+            except EncodeError as exc:
+                raise EncodeError(f"job {name!r}: cannot encode the arguments: {exc}") from None
+            return data
     try:
         return encode(serializer, value)
     except Exception as exc:  # the serializer or the user's values

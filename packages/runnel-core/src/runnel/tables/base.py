@@ -107,6 +107,7 @@ class TableBase:
         view = state.views.get(self.name) or state.view(self)
         if key not in view.values:  # a key loaded here was checked (or came with an event)
             state.check(self, key)
+            view.stored(key)  # encoded now: one that cannot be fails its event, not a commit
         return state, view
 
     def __getitem__(self, key: Any) -> Any:

@@ -24,7 +24,17 @@ from typing import TYPE_CHECKING, Any
 from runnel.exceptions import TableError, WrongPartition
 from runnel.plugins.instruments import finish, instruments
 from runnel.store.state import Output, TableStore
-from runnel.tables.codec import IMMUTABLE, SCALARS, dumps, encode_key, kept_key
+from runnel.tables.codec import (
+    IMMUTABLE,
+    SCALARS,
+    Encoded,
+    RawKey,
+    TakenDeadlines,
+    TakenWrites,
+    dumps,
+    kept_key,
+    store_key,
+)
 
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats
@@ -47,30 +57,6 @@ by churn (see :meth:`TableView.compact`), not by more keys."""
 CLEAN: Any = object()
 """Undo marker: the key had no change waiting to be committed before this iteration."""
 _IMMUTABLE = IMMUTABLE
-
-
-class RawKey(bytes):
-    """A key stored as these bytes, not JSON: a windowed table's own entries (its
-    watermark), which no key of the stream can be mistaken for."""
-
-
-def store_key(key: Any) -> bytes:
-    return key if type(key) is RawKey else encode_key(key)
-
-
-TakenWrites = dict[str, dict[bytes, bytes | None]]
-"""Table name -> stored key -> encoded value (None: delete it), as a commit takes them."""
-TakenDeadlines = dict[str, dict[bytes, float | None]]
-"""Table name -> stored key -> its deadline (None: drop it), as a commit takes them."""
-
-
-class Encoded:
-    """A sealed value already encoded (a mutable one: later changes must not reach it)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
 
 
 class CacheBudget:
@@ -125,8 +111,8 @@ class TableView:
         self.keys: dict[Any, bytes] = {}
         """Keys as stored (encoded once; at most :data:`KEYS_KEPT`)."""
         self.mutable = False
-        """Whether the iteration in progress wrote a value that may change in place (to
-        encode as it is when sealed: :meth:`prepare`)."""
+        """Whether the iteration in progress wrote a value that may change in place or
+        may not encode (to encode as it is when sealed: :meth:`prepare`)."""
         self.hits = 0
         self.misses = 0
         self.snapshot: dict[bytes, bytes] | None = None
@@ -157,6 +143,7 @@ class TableView:
         codec = table.codec
         self._encode, self._frozen = codec.encode, codec.frozen
         self._plain = codec.plain_json
+        self._records = codec.record is not None  # every value is validated when sealed
 
     def loaded(self, key: Any) -> bool:
         return key in self.values
@@ -183,7 +170,14 @@ class TableView:
         values[key] = value
         values.move_to_end(key)
         self.dirty[key] = value
-        if type(value) not in SCALARS:
+        kind = type(value)  # codec.deferrable, inlined: a counter's every write passes here
+        if self._records or not (
+            (kind is int and -0x8000000000000000 <= value <= 0xFFFFFFFFFFFFFFFF)
+            or (kind is float and not value - value)  # not NaN, not an infinity
+            or (kind is str and value.isascii())
+            or kind is bool
+            or value is None
+        ):
             self.mutable = True
 
     def set_deadline(self, key: Any, when: float | None) -> None:
@@ -210,14 +204,13 @@ class TableView:
     def prepare(self) -> None:
         """Encode this iteration's mutable values as they are now, so that later changes
         in place do not reach the commit, and a value that cannot be encoded fails the
-        event that made it. Immutable ones are encoded when taken (the last of several
-        changes of a key only). Undone by :meth:`rollback`, like the changes."""
+        event that made it. Immutable ones that surely encode wait to be taken (the last
+        of several changes of a key only). Undone by :meth:`rollback`, like the changes."""
         self.mutable = False
         dirty, encode, frozen = self.dirty, self._encode, self._frozen
         for key in self.undo:
             value = dirty[key]
-            kind = type(value)
-            if kind in SCALARS or value is ABSENT or kind is Encoded or frozen(value):
+            if value is ABSENT or type(value) is Encoded or frozen(value):
                 continue
             dirty[key] = Encoded(encode(value))
 

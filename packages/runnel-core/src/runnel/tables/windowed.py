@@ -23,7 +23,7 @@ from runnel.exceptions import Misconfigured, TableError
 from runnel.record import Record
 from runnel.tables.base import _NOTHING, TableBase, current
 from runnel.tables.clock import META, Clock, KeyedClock, Meta, entry_time_of
-from runnel.tables.codec import IMMUTABLE, SCALARS, ValueCodec, decode_key, encode_key
+from runnel.tables.codec import IMMUTABLE, ValueCodec, decode_key, deferrable, encode_key
 from runnel.tables.partition import PartitionState
 from runnel.tables.windows import NEVER, KeyWindows, Kind, Window
 from runnel.types import Event
@@ -54,8 +54,11 @@ def seconds(value: Any) -> float:
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
         return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TableError(f"an event time must be a number of seconds or a datetime: {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or value - value != 0:
+        # (a NaN or an infinity minus itself is NaN: no window holds it)
+        raise TableError(
+            f"an event time must be a finite number of seconds or a datetime: {value!r}"
+        )
     return float(value)
 
 
@@ -115,13 +118,12 @@ class WindowsCodec(ValueCodec):
         items = value.items
         if not items:
             return True
-        last = items[-1][2]
-        if type(last) not in SCALARS and not isinstance(last, IMMUTABLE):
+        if self.record is not None or not deferrable(items[-1][2]):
             return False
-        head = value.head  # the items it holds are immutable
+        head = value.head  # the items it holds are encoded
         if len(items) == 1 or (head is not None and head[0] == len(items) - 1):
             return True
-        return _immutable(items[0 if head is None else head[0] : -1])
+        return all(deferrable(v) for _, _, v in items[0 if head is None else head[0] : -1])
 
     def decode(self, data: bytes) -> Any:
         found = msgpack.unpackb(data)
