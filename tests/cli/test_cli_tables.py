@@ -86,9 +86,11 @@ class Shop:
         return WorkerProcess("shop:app", self.dir, self.env)
 
     def get(self, table: str, key: str) -> Any:
-        done = self.run("table", "get", f"shop:{table}", key)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        """The key's stored value, or None (exit code 1) when none is stored."""
+        done = self.run("table", "get", f"shop:{table}", key, "--json")
+        entry = json.loads(done.stdout)
+        assert done.returncode == (0 if entry["stored"] else 1), done.stderr
+        return entry["value"] if entry["stored"] else None
 
     def list(self) -> dict[str, Any]:
         done = self.run("table", "list", "shop:app", "--json")
@@ -187,6 +189,40 @@ def test_every_command_of_the_docs_prints_what_the_docs_show(shop: Shop) -> None
     assert shop.client.hkeys("__tbls:shop") == [b"counts"]  # its partition count forgotten
     dumped = shop.run("table", "dump", "shop:totals", "--json")
     assert (dumped.returncode, dumped.stdout) == (0, "")
+
+
+def test_a_key_with_no_stored_value_is_said_so_and_exits_1(shop: Shop) -> None:
+    """A table's default is what reading a key gives, not a stored value: `get` does not
+    print it as the key's value. A table keyed by text takes KEY as text (42 is "42")."""
+    done = shop.run("table", "get", "shop:counts", "eve")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        'key "eve" is not stored in table counts (partition 1); the table\'s default is 0\n'
+    )
+    done = shop.run("table", "get", "shop:counts", "eve", "--json")
+    assert (done.returncode, done.stderr) == (1, "")
+    assert json.loads(done.stdout) == {
+        "table": "counts",
+        "key": "eve",
+        "partition": 1,
+        "stored": False,
+        "value": 0,
+    }
+    done = shop.run("table", "get", "shop:per_minute", "eve")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == 'key "eve" has no windows in table per_minute (partition 1)\n'
+    done = shop.run("table", "get", "shop:counts", "42")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert re.fullmatch(
+        r'key "42" is not stored in table counts \(partition \d\); .*\n', done.stderr
+    )
+
+    with shop.worker() as worker:
+        shop.send_sales()
+        assert worker.stop() == 0, worker.output
+    done = shop.run("table", "get", "shop:counts", "ada")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "5\n", "")
+    assert shop.get("counts", '"ada"') == 5  # quoted as JSON text: the same key
 
 
 def with_terminal(shop: Shop, *args: str, answer: str) -> tuple[int, str, str]:
