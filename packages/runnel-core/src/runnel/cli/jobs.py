@@ -23,7 +23,7 @@ from runnel.admin.jobs import (
 )
 from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.app import App
-from runnel.commands import load, load_plugins, plugin_option, run, yes_option
+from runnel.commands import ask, load, load_plugins, plugin_option, run, yes_option
 from runnel.jobs.function import MAX_COUNTDOWN, MAX_ID_LENGTH, JobFunction, new_job_id
 from runnel.jobs.model import (
     ENDED,
@@ -461,8 +461,9 @@ def purge(
     if not letters:
         click.echo("no dead jobs")
         return
-    if not yes:
-        click.confirm(f"Purge {plural(len(letters), 'dead job')} of app {app.name}?", abort=True)
+    question = f"Purge {plural(len(letters), 'dead job')} of app {app.name}?"
+    if not yes and not ask(question, answer_with="give --yes to purge without being asked"):
+        raise click.Abort()
     click.echo(f"purged {plural(run(app.job_store.purge(letters), app), 'dead job')}")
 
 

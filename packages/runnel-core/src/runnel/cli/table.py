@@ -15,7 +15,7 @@ from runnel.admin.tables import (
     tables_report,
 )
 from runnel.app import App
-from runnel.commands import load, load_plugins, plugin_option, run
+from runnel.commands import ask, load, load_plugins, plugin_option, run
 from runnel.tables import TableBase, WindowedTable
 
 
@@ -155,8 +155,9 @@ def clear(
                     f"workers of {', '.join(running)} are running: stop them first "
                     "(or give --force)"
                 )
-        if not yes:  # asked only once the clear would happen
-            click.confirm(f"clear table {found.name} ({where})?", abort=True)
+        question = f"clear table {found.name} ({where})?"
+        if not yes and not ask(question, answer_with="give --yes to clear without being asked"):
+            raise click.Abort()  # asked only once the clear would happen
         await found.clear(None if partition is None else [partition])
 
     run(clear_it(), found.app)
