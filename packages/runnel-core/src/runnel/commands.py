@@ -146,8 +146,6 @@ def describe_settings(exc: ValidationError) -> str:
             given = redact(given)
         where = f"{variable}={given!r}" if given is not None else f"{name}"
         message = err["msg"][:1].lower() + err["msg"][1:]
-        if err["type"] == "extra_forbidden":
-            message = "no such setting (see docs/settings.md)"
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
