@@ -7,6 +7,7 @@ installed). It prints every command it runs, so you can repeat the steps by hand
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -48,9 +49,10 @@ def main() -> int:
     from runnel_redis import embedded
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    os.chdir(ROOT)  # the project's embedded server: the one the worker below uses
     directory = embedded.state_dir("redis+embedded://")
     was_running = embedded.running(directory) is not None
-    server = embedded.ensure("redis+embedded://")
+    server = embedded.ensure("redis+embedded://", stopped_by="this demo stops it when done")
     print(f"embedded redis-server: {server.url} (files in {server.dir})\n", flush=True)
 
     worker_cmd = [*RUNNEL, "worker", "examples.orders:app"]
@@ -89,6 +91,7 @@ def main() -> int:
     reader.join(5)
     if not was_running:
         embedded.stop(directory)
+        print("(stopped the embedded redis-server this demo started)", flush=True)
 
     ids = [int(line.split()[1]) for line in seen]
     ok = sorted(ids) == list(range(first, first + count)) and code == 0

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +18,19 @@ import pytest
 import redis
 
 from runnel_redis.embedded import Server
+from tests.support import example_plugin
 from tests.support.ports import start_redis
 from tests.support.redis_cluster import RedisClusterProcesses, missing_tools, start_cluster
 
 TESTS = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The example plugin, installed for this run only (tests/support/example_plugin.py),
+    before any test loads the plugins."""
+    site = Path(tempfile.mkdtemp(prefix="runnel-tests-site-"))
+    config.add_cleanup(lambda: shutil.rmtree(site, ignore_errors=True))
+    example_plugin.activate(example_plugin.install(site))
 
 
 @pytest.hookimpl(tryfirst=True)

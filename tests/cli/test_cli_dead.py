@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from tests.support.cli_app import Project
-from tests.support.processes import WorkerProcess, wait_for
+from tests.support.processes import WorkerProcess, cli_on_terminal, wait_for
 
 DEAD_APP = """
 import os
@@ -108,17 +108,30 @@ def test_replay_sends_the_stored_bytes_back_and_empties_the_sink(dead: dict) -> 
 
 def test_purge_asks_first_and_deletes_only_what_is_chosen(dead: dict) -> None:
     project, sink = dead["project"], dead["sink"]
-    refused = project.run("dead", "purge", STREAM, input="n\n")
-    assert refused.returncode != 0
-    assert "Error: nothing purged" in refused.stderr
+    asked = "delete 4 dead letters of pings for good?"
+    refused = on_terminal(project, "dead", "purge", STREAM, answer="n\n")
+    assert refused == (1, "", f"{asked} [y/N]: Error: nothing purged\n")
+    # Standard input not a terminal (< /dev/null), or ended: one line naming --yes.
+    no_answer = "give --yes to purge without being asked"
+    no_terminal = project.run("dead", "purge", STREAM, input="")
+    assert (no_terminal.returncode, no_terminal.stdout) == (1, "")
+    assert no_terminal.stderr == (
+        f'Error: "{asked}" needs an answer and standard input is not a terminal: {no_answer}\n'
+    )
+    ended = on_terminal(project, "dead", "purge", STREAM, answer="\x04")
+    assert ended == (1, "", f'{asked} [y/N]: \nError: "{asked}" got no answer: {no_answer}\n')
     assert project.client.xlen(sink) == 4
     done = project.run("dead", "purge", STREAM, "--error", "KeyError", "--yes")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "purged 1 dead letter of pings\n"  # not "1 dead letters"
     assert project.client.xlen(sink) == 3
-    confirmed = project.run("dead", "purge", STREAM, input="y\n")
-    assert confirmed.returncode == 0, confirmed.stderr
+    confirmed = on_terminal(project, "dead", "purge", STREAM, answer="y\n")
+    assert confirmed[0] == 0, confirmed
     assert project.client.xlen(sink) == 0
+
+
+def on_terminal(project: Project, *args: str, answer: str) -> tuple[int, str, str]:
+    return cli_on_terminal(*args, cwd=project.dir, env=project.env, answer=answer)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """Third-party plugins for real: the installed example plugin (found only through its entry
 point), a module loaded with ``--plugin``, and ``runnel plugins`` listing them all.
 
-``tests/plugins/runnel-example-plugin`` is installed into the test environment (see
-hatch.toml); ``tests/plugins/local_plugin.py`` is not installed anywhere.
+``tests/plugins/runnel-example-plugin`` is installed for the test run only, in this
+process and those the tests start (tests/support/example_plugin.py);
+``tests/plugins/local_plugin.py`` is not installed anywhere.
 """
 
 from __future__ import annotations

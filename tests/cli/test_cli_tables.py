@@ -12,8 +12,6 @@ refusing a stream whose partition count changed.
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
 import shlex
 import subprocess
@@ -25,7 +23,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.support.processes import RUNNEL, WorkerProcess, cli, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, cli_on_terminal, env_with, wait_for
 
 DOCS = Path(__file__).parents[2] / "docs"
 HANG = 60
@@ -86,9 +84,11 @@ class Shop:
         return WorkerProcess("shop:app", self.dir, self.env)
 
     def get(self, table: str, key: str) -> Any:
-        done = self.run("table", "get", f"shop:{table}", key)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        """The key's stored value, or None (exit code 1) when none is stored."""
+        done = self.run("table", "get", f"shop:{table}", key, "--json")
+        entry = json.loads(done.stdout)
+        assert done.returncode == (0 if entry["stored"] else 1), done.stderr
+        return entry["value"] if entry["stored"] else None
 
     def list(self) -> dict[str, Any]:
         done = self.run("table", "list", "shop:app", "--json")
@@ -175,10 +175,22 @@ def test_every_command_of_the_docs_prints_what_the_docs_show(shop: Shop) -> None
     assert "__tdue:shop.per_minute.3" not in shop.state_keys()
     assert shop.get("counts", "ada") == 5  # another table of the stream: untouched
 
-    declined = shop.run("table", "clear", "shop:per_minute", input="n\n")
-    assert declined.returncode == 1
-    assert declined.stdout == "clear table per_minute (all partitions)? [y/N]: "
-    assert declined.stderr == "Aborted!\n"
+    asked = "clear table per_minute (all partitions)?"
+    declined = with_terminal(shop, "table", "clear", "shop:per_minute", answer="n\n")
+    assert declined == (1, f"{asked} [y/N]: ", "Aborted!\n")
+    # No terminal, or no answer from it: one line naming --yes, and nothing cleared.
+    no_terminal = shop.run("table", "clear", "shop:per_minute", input="")
+    assert (no_terminal.returncode, no_terminal.stdout) == (1, "")
+    assert no_terminal.stderr == (
+        f'Error: "{asked}" needs an answer and standard input is not a terminal: give --yes '
+        "to clear without being asked\n"
+    )
+    ended = with_terminal(shop, "table", "clear", "shop:per_minute", answer="\x04")
+    assert ended == (
+        1,
+        f"{asked} [y/N]: \n",
+        f'Error: "{asked}" got no answer: give --yes to clear without being asked\n',
+    )
     assert shop.get("per_minute", "bob") != []
 
     done = shop.run("table", "clear", "shop:per_minute", "--yes")
@@ -189,25 +201,43 @@ def test_every_command_of_the_docs_prints_what_the_docs_show(shop: Shop) -> None
     assert (dumped.returncode, dumped.stdout) == (0, "")
 
 
+def test_a_key_with_no_stored_value_is_said_so_and_exits_1(shop: Shop) -> None:
+    """A table's default is what reading a key gives, not a stored value: `get` does not
+    print it as the key's value. A table keyed by text takes KEY as text (42 is "42")."""
+    done = shop.run("table", "get", "shop:counts", "eve")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        'key "eve" is not stored in table counts (partition 1); the table\'s default is 0\n'
+    )
+    done = shop.run("table", "get", "shop:counts", "eve", "--json")
+    assert (done.returncode, done.stderr) == (1, "")
+    assert json.loads(done.stdout) == {
+        "table": "counts",
+        "key": "eve",
+        "partition": 1,
+        "stored": False,
+        "value": 0,
+    }
+    done = shop.run("table", "get", "shop:per_minute", "eve")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == 'key "eve" has no windows in table per_minute (partition 1)\n'
+    done = shop.run("table", "get", "shop:counts", "42")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert re.fullmatch(
+        r'key "42" is not stored in table counts \(partition \d\); .*\n', done.stderr
+    )
+
+    with shop.worker() as worker:
+        shop.send_sales()
+        assert worker.stop() == 0, worker.output
+    done = shop.run("table", "get", "shop:counts", "ada")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "5\n", "")
+    assert shop.get("counts", '"ada"') == 5  # quoted as JSON text: the same key
+
+
 def with_terminal(shop: Shop, *args: str, answer: str) -> tuple[int, str, str]:
     """A command whose standard input is a terminal, answering a question it asks."""
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.Popen(
-            [*RUNNEL, *args],
-            cwd=shop.dir,
-            env=shop.env,
-            stdin=slave,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        os.close(slave)
-        os.write(master, answer.encode())
-        out, err = proc.communicate(timeout=120)
-    finally:
-        os.close(master)
-    return proc.returncode, out, err
+    return cli_on_terminal(*args, cwd=shop.dir, env=shop.env, answer=answer)
 
 
 def test_reset_keeps_tables_and_the_events_read_again_apply_on_top(shop: Shop) -> None:
@@ -224,6 +254,13 @@ def test_reset_keeps_tables_and_the_events_read_again_apply_on_top(shop: Shop) -
     assert (code, out, err) == (0, ASKED + RESET, "")
     done = shop.run("processor", "reset", "shop:tally", "--keep-tables")
     assert (done.returncode, done.stdout, done.stderr) == (0, RESET, "")
+    # On a terminal that ends (Ctrl-D): no reset, one line naming the options.
+    code, out, err = with_terminal(shop, "processor", "reset", "shop:tally", answer="\x04")
+    assert (code, out) == (1, ASKED + "\n")
+    assert err == (
+        f'Error: "{ASKED.removesuffix(" [y/N]: ")}" got no answer: give --clear-tables or '
+        "--keep-tables\n"
+    )
     assert shop.list() == before
 
     with shop.worker() as worker:

@@ -22,7 +22,7 @@ import redis
 
 from runnel_redis import keys
 from tests.cli.test_doc_sessions import normalised, session, steps
-from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, cli_on_terminal, env_with, wait_for
 
 SHOP = """
 import asyncio
@@ -97,19 +97,24 @@ def play(
     after: dict[int, Callable[[], object]] | None = None,
 ) -> None:
     """Run each step of the session; ``after[i]`` is called once step ``i`` has run. A
-    shown ``[y/N]: n`` is a prompt answered with ``n`` (typed, so not in the output)."""
+    shown ``[y/N]: n`` is a prompt answered with ``n``, typed on a terminal (so not in the
+    output)."""
     for i, (env, args, shown) in enumerate(steps(session(("cli.md", heading, index)).body)):
-        answer = None
         prompt = re.search(r"\[y/N\]: (\w)\n", shown)
+        environ = env_with(redis_url, **env)
         if prompt:
-            answer = prompt.group(1)
             shown = shown.replace(prompt.group(0), "[y/N]: ", 1)
-        done = cli(*args, cwd=cwd, env=env_with(redis_url, **env), input=answer and answer + "\n")
-        printed = done.stdout + done.stderr
-        assert "Traceback" not in done.stderr or "Traceback" in shown, done.stderr
+            code, out, err = cli_on_terminal(
+                *args, cwd=cwd, env=environ, answer=prompt.group(1) + "\n"
+            )
+        else:
+            done = cli(*args, cwd=cwd, env=environ)
+            code, out, err = done.returncode, done.stdout, done.stderr
+        printed = out + err
+        assert "Traceback" not in err or "Traceback" in shown, err
         assert placeheld(printed) == placeheld(shown), (args, printed)
         failed = "\nError: " in "\n" + printed or printed.endswith("Aborted!\n")
-        assert (done.returncode != 0) == failed, (args, done.returncode)
+        assert (code != 0) == failed, (args, code)
         if after and i in after:
             after[i]()
 

@@ -29,7 +29,7 @@ import pytest
 import redis
 
 from runnel.runtime.worker import Worker
-from tests.support.processes import WorkerProcess, cli, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, cli_on_terminal, env_with, wait_for
 
 MODULE = "jobmod"
 APP = f"{MODULE}:app"
@@ -168,6 +168,9 @@ class JobsProject:
         self, *args: str, input: str | None = None, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         return cli(*args, cwd=self.dir, env=env or self.env, input=input)
+
+    def on_terminal(self, *args: str, answer: str) -> tuple[int, str, str]:
+        return cli_on_terminal(*args, cwd=self.dir, env=self.env, answer=answer)
 
     @contextlib.contextmanager
     def worker(self, *extra: str, target: str = APP) -> Iterator[WorkerProcess]:
@@ -753,17 +756,23 @@ def test_dead_purge(dead: JobsProject) -> None:
     """Without --yes, purge asks: "n" deletes nothing, "y" deletes; the filters choose what;
     a job that is not dead is refused; --yes does not ask."""
     before = sorted(dead.dead_ids())
-    declined = dead.run("jobs", "dead", "purge", APP, input="n\n")
-    assert declined.returncode != 0
-    assert "Purge 3 dead jobs" in declined.stdout
-    assert "Aborted" in declined.stderr
-    assert "Traceback" not in declined.stderr
+    asked = f"Purge 3 dead jobs of app {dead.app_name}?"
+    declined = dead.on_terminal("jobs", "dead", "purge", APP, answer="n\n")
+    assert declined == (1, f"{asked} [y/N]: ", "Aborted!\n")
+    # Standard input not a terminal (< /dev/null), or ended: one line naming --yes.
+    no_answer = "give --yes to purge without being asked"
+    refused = dead.run("jobs", "dead", "purge", APP, input="")
+    assert_one_error_line(refused, f'"{asked}" needs an answer', no_answer)
+    assert refused.stdout == ""
+    ended = dead.on_terminal("jobs", "dead", "purge", APP, answer="\x04")
+    assert ended == (1, f"{asked} [y/N]: \n", f'Error: "{asked}" got no answer: {no_answer}\n')
     assert sorted(dead.dead_ids()) == before
     assert all(dead.status(i) == "DEAD" for i in before)
 
-    confirmed = dead.run("jobs", "dead", "purge", APP, "--job", "fail", input="y\n")
-    assert "Purge 2 dead jobs" in assert_ok(confirmed)
-    assert "purged 2 " in confirmed.stdout
+    confirmed = dead.on_terminal("jobs", "dead", "purge", APP, "--job", "fail", answer="y\n")
+    assert confirmed[0] == 0, confirmed
+    assert "Purge 2 dead jobs" in confirmed[1]
+    assert "purged 2 " in confirmed[1]
     assert dead.dead_ids() == ["c1"]
     for job_id in ("d1", "d2"):
         assert dead.job(job_id) == {}

@@ -251,6 +251,63 @@ async def test_a_key_of_another_partition_is_refused_naming_both(
     await app.aclose()
 
 
+async def test_a_key_of_the_wrong_type_is_refused_as_such_wherever_it_hashes(
+    app_name: str, store_url: str
+) -> None:
+    """A bytes key of a table keyed by str: one TableError naming the key type, whether its
+    hash falls in the event's partition (it used to fail as a key that cannot be stored)
+    or in another (it used to fail as WrongPartition). A computed key is checked as JSON."""
+    app = shop(app_name, store_url)
+    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
+    by_pair = app.stream(
+        "pairs", record=Order, partition_by=lambda o: (o.customer, o.amount), partition_count=4
+    )
+    counts = app.table("counts", source=orders, default=0)
+    pairs = app.table("pairs", source=by_pair, default=0)
+    here = orders.hash("ada")
+    same = next(k for i in range(100) if orders.hash(k := f"b{i}".encode()) == here)
+    other = next(k for i in range(100) if orders.hash(k := f"b{i}".encode()) != here)
+    errors: list[tuple[type, str]] = []
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            for key in (same, other, 42):
+                try:
+                    counts[key] += 1
+                except TableError as exc:
+                    errors.append((type(exc), str(exc)))
+            counts[order.customer] += 1
+
+    @app.processor(by_pair, exception_policy=ExceptionPolicy.IGNORE)
+    async def pair(events: Any) -> None:
+        async for order in events.records():
+            try:
+                pairs[(order.customer, b"raw")] = 1
+            except TableError as exc:
+                errors.append((type(exc), str(exc)))
+
+    async with run(app, store=store_url) as t:
+        await orders.send(Order(customer="ada", amount=1))
+        await by_pair.send(Order(customer="ada", amount=1))
+        await t.processed()
+    keyed = "table 'counts' is keyed by str (field 'customer' of stream 'orders')"
+    assert set(errors) == {
+        (TableError, f"{keyed}, not bytes: {same!r}"),
+        (TableError, f"{keyed}, not bytes: {other!r}"),
+        (TableError, f"{keyed}, not int: 42"),
+        (
+            TableError,
+            "table 'pairs': a key is text, a number or a list of them, not tuple: ('ada', b'raw')",
+        ),
+    }
+    assert len(errors) == 4
+    with pytest.raises(TableError, match=r"keyed by str .*not bytes: b'raw'"):
+        await counts.get(b"raw")
+    assert await counts.get("ada") == 1
+    await app.aclose()
+
+
 async def test_outside_the_processor_a_table_is_read_with_get(
     app_name: str, store_url: str
 ) -> None:

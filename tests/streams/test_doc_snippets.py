@@ -5,8 +5,10 @@ on the rendered page) says the block is complete and how to run it:
 
     <!-- test: run -->     a program: saved in an empty directory and run with python; it
                            must exit 0.
-    <!-- test: pytest -->  a test module: saved and run with pytest (pytest-asyncio,
-                           asyncio_mode = auto); every test in it must pass.
+    <!-- test: pytest -->  a test module: saved and run with pytest (pytest-asyncio), with
+                           the ``# pyproject.toml`` block shown before it on its page as
+                           the project's configuration (so the page shows what the tests
+                           need, asyncio_mode = "auto"); every test in it must pass.
 
 A block whose first line is a comment naming a file (``# shop/streams.py: ...``,
 ``# test_shop.py``) is saved under that path, so its imports work as they would in a
@@ -132,12 +134,22 @@ def test_the_example_runs_as_written(snippet: Snippet, tmp_path: Path) -> None:
         done = run([sys.executable, snippet.path], tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
         return
-    (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+    (tmp_path / "pyproject.toml").write_text(shown_configuration(snippet))
     done = run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", snippet.path], tmp_path
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\d+ passed", done.stdout) and "failed" not in done.stdout, done.stdout
+
+
+def shown_configuration(snippet: Snippet) -> str:
+    """The last ``# pyproject.toml`` block of the page before the test module: what the
+    page tells the reader to configure; it must be there."""
+    text = snippet.page.read_text()
+    before = text[: text.index(snippet.code)]
+    shown = re.findall(r"^```toml\n(# pyproject\.toml\b.*?)^```$", before, re.M | re.S)
+    assert shown, f"{snippet.id}: no pyproject.toml shown before this test module"
+    return shown[-1]
 
 
 def test_sparks_install_line_installs_what_its_examples_use() -> None:

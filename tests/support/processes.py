@@ -44,6 +44,32 @@ def cli(
     )
 
 
+def cli_on_terminal(
+    *args: str, cwd: Path, env: dict[str, str], answer: str
+) -> tuple[int, str, str]:
+    """Run `runnel` with its standard input on a terminal, typing ``answer`` (``"\\x04"``,
+    Ctrl-D at the start of a line, ends the input): exit code, stdout and stderr."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [*RUNNEL, *args],
+            cwd=cwd,
+            env=env,
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.close(slave)
+        os.write(master, answer.encode())
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+    return proc.returncode, out, err
+
+
 class WorkerProcess:
     """A `runnel worker` in its own process, with its output kept in a file."""
 

@@ -74,3 +74,19 @@ def test_every_folder_of_tests_has_a_conftest_or_test_files() -> None:
     ]
     assert len(folders) > 5
     assert not empty, f"folders of tests/ with neither conftest.py nor test files: {empty}"
+
+
+def test_no_test_plugin_is_in_an_environment_users_get() -> None:
+    """`hatch shell`, `hatch run` and `hatch run demo:run` give hatch.toml's environments:
+    the example plugin of tests/plugins is installed by the test run itself
+    (tests/support/example_plugin.py), so a user's `runnel --help` lists no test command."""
+    import tomllib
+
+    envs = tomllib.loads((TESTS.parent / "hatch.toml").read_text())["envs"]
+    named = [
+        (env, dependency)
+        for env, settings in envs.items()
+        for dependency in settings.get("dependencies", [])
+        if "tests/" in dependency
+    ]
+    assert not named, named

@@ -28,6 +28,7 @@ from runnel.store.backend import Backend
 from runnel.store.resolve import backend_for
 from runnel.stream import Stream
 from runnel.tables import Table, TableBase
+from runnel.text import did_you_mean
 from runnel.types import ExceptionPolicy
 
 if TYPE_CHECKING:
@@ -317,7 +318,8 @@ class App:
         known = option_settings()
         unknown = set(options) - set(known)
         if unknown:
-            raise Misconfigured(f"unknown processor options: {', '.join(sorted(unknown))}")
+            named = ", ".join(did_you_mean(u, known) for u in sorted(unknown))
+            raise Misconfigured(f"unknown processor options: {named}")
         if not isinstance(stream, Stream):
             raise Misconfigured(f"@app.processor needs a Stream, not {stream!r}")
         if exception_policy is not None:

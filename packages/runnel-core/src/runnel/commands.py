@@ -1,12 +1,14 @@
 """What a command uses, Runnel's own and a plugin's alike (``runnel_commands`` hook): the
-``--plugin`` and ``--yes`` options, loading ``MODULE:NAME`` targets, and running a
-coroutine against an app's store with every failure turned into one line."""
+``--plugin`` and ``--yes`` options, asking a yes/no question, loading ``MODULE:NAME``
+targets, and running a coroutine against an app's store with every failure turned into
+one line."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import sys
 import traceback
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,6 +44,28 @@ def yes_option(verb: str | None) -> Callable[[F], F]:
     if verb is not None:
         text = f"Accepted, as by purge; {verb} does not ask."
     return click.option("--yes", is_flag=True, help=text)
+
+
+def ask(question: str, *, answer_with: str, err: bool = False) -> bool:
+    """A yes/no question (``[y/N]``), on a terminal only. Without one to answer it
+    (standard input is not a terminal, or ends), one ``Error:`` line naming the option
+    that answers it (``answer_with``), rather than a prompt no one sees and ``Aborted!``."""
+    if not sys.stdin.isatty():
+        raise click.ClickException(
+            f'"{question}" needs an answer and standard input is not a terminal: {answer_with}'
+        )
+    while True:
+        click.echo(f"{question} [y/N]: ", nl=False, err=err)
+        line = sys.stdin.readline()  # Ctrl-C: click's "Aborted!"
+        if not line:  # the end of the input (Ctrl-D)
+            click.echo(err=err)
+            raise click.ClickException(f'"{question}" got no answer: {answer_with}')
+        answer = line.strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("", "n", "no"):
+            return False
+        click.echo("Error: invalid input", err=err)
 
 
 def load_plugins(plugins: tuple[str, ...]) -> None:
@@ -124,8 +148,6 @@ def describe_settings(exc: ValidationError) -> str:
             given = redact(given)
         where = f"{variable}={given!r}" if given is not None else f"{name}"
         message = err["msg"][:1].lower() + err["msg"][1:]
-        if err["type"] == "extra_forbidden":
-            message = "no such setting (see docs/settings.md)"
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
 

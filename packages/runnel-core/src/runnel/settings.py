@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from runnel.hashing import default_hasher, named_hasher
 from runnel.imports import import_path
@@ -20,6 +22,7 @@ from runnel.options import (
     option_types,
     validate_options,
 )
+from runnel.text import nearest
 
 EMBEDDED_URL = "redis+embedded://"
 
@@ -56,6 +59,55 @@ def environment(names: Iterable[str]) -> dict[str, str]:
         if name is not None:
             found[name] = value
     return found
+
+
+LISTED = "runnel settings lists them all"
+"""Where a user finds every setting: the command is installed wherever the App is."""
+
+_warned: set[str] = set()
+
+
+def no_such_settings(
+    title: str, unknown: dict[str, Any], names: Iterable[str], others: list[ErrorDetails]
+) -> ValidationError:
+    """pydantic's ``ValidationError`` (as for any invalid setting): the errors of the
+    known settings (``others``), then each unknown keyword named with the setting it most
+    likely meant."""
+    known = list(names)
+    errors: list[InitErrorDetails] = [
+        InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"], ctx=e.get("ctx", {}))
+        for e in others
+    ]
+    for name, value in unknown.items():
+        found = nearest(name, known)
+        hint = f"; did you mean {found}?" if found else ""
+        error = PydanticCustomError(
+            "no_such_setting", "no such setting{hint} ({listed})", {"hint": hint, "listed": LISTED}
+        )
+        errors.append(InitErrorDetails(type=error, loc=(name,), input=value))
+    return ValidationError.from_exception_data(title, errors)
+
+
+def warn_of_near_variables(names: Iterable[str]) -> None:
+    """Warn, once per process, of a ``RUNNEL_*`` variable that is no setting's but nearly
+    one's (``RUNNEL_PREFETCH_COUNT``): ignored, it would leave the default in force
+    unnoticed. Variables far from every setting (``RUNNEL_REDIS_SERVER``, read by the
+    embedded server) are someone else's and said nothing of."""
+    known = [name.lower() for name in names]
+    for variable in os.environ:
+        name = variable.lower().removeprefix(PREFIX.lower())
+        if name == variable.lower() or name in known or variable in _warned:
+            continue
+        found = nearest(name, known, cutoff=0.85)
+        if found is not None:
+            _warned.add(variable)
+            logging.getLogger("runnel.settings").warning(
+                "%s is not a setting and is ignored; did you mean %s%s? (%s)",
+                variable,
+                PREFIX,
+                found.upper(),
+                LISTED,
+            )
 
 
 def keywords(names: Iterable[str], given: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +149,17 @@ class Settings(_ProcessorDefaults):
     def __init__(self, **given: Any) -> None:
         # Keywords win over the environment; both are validated alike, as one input.
         names = type(self).model_fields
-        super().__init__(**{**environment(names), **keywords(names, given)})
+        chosen = keywords(names, given)
+        unknown = {name: chosen.pop(name) for name in list(chosen) if name not in names}
+        warn_of_near_variables(names)
+        try:
+            super().__init__(**{**environment(names), **chosen})
+        except ValidationError as exc:
+            if not unknown:
+                raise
+            raise no_such_settings(type(self).__name__, unknown, names, exc.errors()) from None
+        if unknown:
+            raise no_such_settings(type(self).__name__, unknown, names, [])
 
     redis_url: str = EMBEDDED_URL
     redis_key_layout: Literal["classic", "cluster"] | None = None

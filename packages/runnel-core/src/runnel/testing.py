@@ -8,6 +8,11 @@
             await t.processed()                    # every event sent is acknowledged
             assert [o.id for o in await t.acknowledged("totals")] == [1]
 
+With pytest, such ``async def`` tests need pytest-asyncio and, in ``pyproject.toml``::
+
+    [tool.pytest.ini_options]
+    asyncio_mode = "auto"
+
 :func:`run` points the app at a fresh in-memory store (``memory://``) for the length of
 the block, leaving the app's module as it was, and runs a real :class:`Worker` in the
 test's event loop: the same code as in production, the same store semantics (partitions,

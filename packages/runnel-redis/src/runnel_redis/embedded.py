@@ -165,8 +165,13 @@ def _answers(port: int, directory: Path) -> bool:
     return served is not None and Path(str(served)).resolve() == directory.resolve()
 
 
-def ensure(url: str) -> Server:
-    """The project's server, started if it is not running. Safe to call from many processes."""
+STOPPED_BY = "`runnel embedded stop` stops it"
+
+
+def ensure(url: str, stopped_by: str = STOPPED_BY) -> Server:
+    """The project's server, started if it is not running. Safe to call from many processes.
+    Starting it says so, and how it will stop (``stopped_by``: a caller that stops the
+    server itself says that instead)."""
     directory = state_dir(url)
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "start.lock", "w") as lock:
@@ -181,7 +186,7 @@ def ensure(url: str) -> Server:
             # `runnel embedded stop`, and whoever started it should know.
             print(
                 f"started the embedded development redis-server at {server.url} "
-                f"(data in {directory}; `runnel embedded stop` stops it)",
+                f"(data in {directory}; {stopped_by})",
                 file=sys.stderr,
                 flush=True,
             )

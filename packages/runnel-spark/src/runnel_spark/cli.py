@@ -9,10 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import sys
+import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -26,6 +29,15 @@ if TYPE_CHECKING:
 
 FORMATS = ("parquet", "json", "csv")
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+JVM_NOTICES = (
+    b"WARNING: Using incubator modules:",
+    b'Setting default log level to "',
+    b"To adjust logging level use sc.setLogLevel(",
+)
+"""What the JVM prints on start outside Spark's logging, so that the log configuration
+cannot silence it: Java's notice of the vector module Spark asks for, and the notice of
+the log level of an interactive shell, which a PySpark driver counts as."""
+PANDAS_WARNING = "PySpark does not yet fully support pandas"
 
 # The lines of a Python traceback, inside Spark's error text, that say what went wrong:
 # Runnel's own exceptions first, then any Python exception.
@@ -85,6 +97,8 @@ def export(
 
     stream = load(target, Stream)
     fmt = fmt or _format_of(out)
+    if not overwrite and _local_path_exists(out):  # before Spark starts, which takes seconds
+        raise click.ClickException(f"{out} exists: give --overwrite to replace it")
     _check_store(stream)
     with session(master, confs) as spark:
         df = (
@@ -184,25 +198,71 @@ def session(master: str, confs: tuple[str, ...]) -> Iterator[SparkSession]:
     if os.getcwd() not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *paths])
 
+    # PySpark warns of the pandas it finds, in this process and in its Python workers.
+    warnings.filterwarnings("ignore", message=PANDAS_WARNING, category=FutureWarning)
+    os.environ["PYTHONWARNINGS"] = ",".join(
+        filter(None, [os.environ.get("PYTHONWARNINGS"), f"ignore:{PANDAS_WARNING}:FutureWarning"])
+    )
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
     from runnel_spark import register
 
     quiet = LOG_CONFIG.as_uri()
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("runnel spark")
-        .config("spark.ui.showConsoleProgress", "true")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={quiet}")
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName("runnel spark")
+        .set("spark.ui.showConsoleProgress", "true")
+        .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={quiet}")
     )
     for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = _spark_call(builder.getOrCreate)
+        conf = conf.set(key, value)
+
+    def start() -> SparkSession:
+        # The JVM's stderr comes through a filter: its start-up notices are not Spark's
+        # logging, so the log configuration cannot silence them.
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(
+            target=_forward, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
+        ).start()
+        return SparkSession(SparkContext(conf=conf, gateway=gateway))
+
+    spark = _spark_call(start)
     try:
         register(spark)
         yield spark
     finally:
         spark.stop()
+
+
+def _forward(source: IO[bytes]) -> None:
+    """Copy the JVM's stderr to ours as it comes (Spark's progress bar redraws a line with
+    \\r), leaving out the lines that start with one of :data:`JVM_NOTICES`."""
+    out = sys.stderr.buffer
+    pending = b""
+    while chunk := source.read1(65536):  # type: ignore[attr-defined]
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        shown = [line + b"\n" for line in lines if not line.startswith(JVM_NOTICES)]
+        if not any(n.startswith(pending) or pending.startswith(n) for n in JVM_NOTICES):
+            shown.append(pending)  # it cannot be a notice: no need to wait for its end
+            pending = b""
+        out.write(b"".join(shown))
+        out.flush()
+    out.write(pending)
+    out.flush()
+
+
+def _local_path_exists(path: str) -> bool:
+    """Whether ``path`` names something on this machine's file system (a path without a
+    scheme, or ``file:``) that exists; Spark itself checks other file systems."""
+    if re.match(r"^[a-zA-Z][\w+.-]*:", path) and not path.startswith("file:"):
+        return False
+    local = re.sub(r"^file:(//)?", "", path)
+    return os.path.lexists(local)
 
 
 def _format_of(path: str) -> str:

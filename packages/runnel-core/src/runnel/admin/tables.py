@@ -44,13 +44,19 @@ def plain_windows(held: list[tuple[Window, Any]]) -> list[dict[str, Any]]:
     return [{"start": w.start, "end": w.end, "value": v} for w, v in held]
 
 
-def parse_key(text: str) -> Any:
+def parse_key(text: str, declared: type | None = None) -> Any:
     """A key given on the command line: JSON when it reads as JSON (``42``, ``"42"``,
-    ``["ada", 2024]``), else the text itself (``ada``)."""
+    ``["ada", 2024]``), else the text itself (``ada``). For a table whose keys are declared
+    as text, always text (``42`` is ``"42"``); as floats, a whole number is a float."""
     try:
-        return orjson.loads(text)
+        value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
+    if declared is str and not isinstance(value, str):
+        return text
+    if declared is float and type(value) is int:
+        return float(value)
+    return value
 
 
 async def table_entry(table: TableBase, key: Any) -> dict[str, Any]:

@@ -44,6 +44,10 @@ LAZY: dict[str, tuple[str, str]] = {
         "runnel.cli.send",
         "Send the events of a JSON-lines file (one JSON object per line; - for stdin).",
     ),
+    "settings": (
+        "runnel.cli.settings",
+        "List every setting of App(...): its RUNNEL_* environment variable and its default.",
+    ),
     "status": (
         "runnel.cli.status",
         "Show each processor's workers, the partitions each owns, the leader, and each "

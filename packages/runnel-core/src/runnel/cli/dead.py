@@ -21,7 +21,7 @@ from runnel.admin.dead_letters import (
     replay_stream_dead_letters,
     stream_dead_letters,
 )
-from runnel.commands import load, load_plugins, plugin_option, run, yes_option
+from runnel.commands import ask, load, load_plugins, plugin_option, run, yes_option
 from runnel.stream import Stream
 from runnel.text import plural
 
@@ -151,8 +151,9 @@ def purge(
     if not letters:
         click.echo("no dead letters to purge")
         return
-    if not yes and not click.confirm(
-        f"delete {plural(len(letters), 'dead letter')} of {stream.name} for good?", err=True
+    question = f"delete {plural(len(letters), 'dead letter')} of {stream.name} for good?"
+    if not yes and not ask(
+        question, answer_with="give --yes to purge without being asked", err=True
     ):
         raise click.ClickException("nothing purged")
     count = run(purge_stream_dead_letters(selection, letters), stream.app)

@@ -23,6 +23,7 @@ from runnel.admin.jobs import (
 from runnel.admin.workflows import describe_workflow, find_workflow
 from runnel.app import App
 from runnel.commands import (
+    ask,
     finite,
     json_input,
     load,
@@ -468,8 +469,9 @@ def purge(
     if not letters:
         click.echo("no dead jobs")
         return
-    if not yes:
-        click.confirm(f"Purge {plural(len(letters), 'dead job')} of app {app.name}?", abort=True)
+    question = f"Purge {plural(len(letters), 'dead job')} of app {app.name}?"
+    if not yes and not ask(question, answer_with="give --yes to purge without being asked"):
+        raise click.Abort()
     click.echo(f"purged {plural(run(app.job_store.purge(letters), app), 'dead job')}")
 
 

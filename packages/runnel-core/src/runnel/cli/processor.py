@@ -7,7 +7,7 @@ import sys
 import click
 
 from runnel.admin.quarantine import resume_partitions, skip_event
-from runnel.commands import load, load_plugins, plugin_option, run
+from runnel.commands import ask, load, load_plugins, plugin_option, run
 from runnel.exceptions import RunnelError
 from runnel.processor import Processor
 from runnel.store.backend import admin_of
@@ -104,10 +104,10 @@ def _tables_choice(proc: Processor, declared: list[str], given: str | None) -> s
         return given
     names = ", ".join(declared)
     if sys.stdin.isatty():
-        clear = click.confirm(
+        clear = ask(
             f"tables {names} of stream {proc.stream.name} keep their state unless cleared: "
             "clear them too?",
-            default=False,
+            answer_with="give --clear-tables or --keep-tables",
         )
         return "clear" if clear else "keep"
     click.echo(

@@ -15,8 +15,8 @@ from runnel.admin.tables import (
     tables_report,
 )
 from runnel.app import App
-from runnel.commands import load, load_plugins, plugin_option, run
-from runnel.tables import TableBase
+from runnel.commands import ask, load, load_plugins, plugin_option, run
+from runnel.tables import TableBase, WindowedTable
 
 
 @click.group()
@@ -78,14 +78,28 @@ def list_tables(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
 @plugin_option
 def get(target: str, key: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     """Print the committed value of KEY (read as JSON if it parses as JSON, else as text;
-    the table's default if no value is stored)."""
+    always text for a table keyed by text). Exit code 1 if no value is stored: a table's
+    default is not a stored value."""
     load_plugins(plugins)
     found = _table(target)
-    entry = run(table_entry(found, parse_key(key)), found.app)
+    declared = found.key_field
+    entry = run(table_entry(found, parse_key(key, declared[1] if declared else None)), found.app)
     if as_json:
         click.echo(_json(entry))
-    else:
+    elif entry["stored"]:
         click.echo(_json(entry["value"]))
+    else:
+        where = f"table {found.name} (partition {entry['partition']})"
+        if isinstance(found, WindowedTable):
+            click.echo(f"key {_json(entry['key'])} has no windows in {where}", err=True)
+        else:
+            click.echo(
+                f"key {_json(entry['key'])} is not stored in {where}; the table's default "
+                f"is {_json(found.default)}",
+                err=True,
+            )
+    if not entry["stored"]:
+        click.get_current_context().exit(1)
 
 
 @table.command()
@@ -141,8 +155,9 @@ def clear(
                     f"workers of {', '.join(running)} are running: stop them first "
                     "(or give --force)"
                 )
-        if not yes:  # asked only once the clear would happen
-            click.confirm(f"clear table {found.name} ({where})?", abort=True)
+        question = f"clear table {found.name} ({where})?"
+        if not yes and not ask(question, answer_with="give --yes to clear without being asked"):
+            raise click.Abort()  # asked only once the clear would happen
         await found.clear(None if partition is None else [partition])
 
     run(clear_it(), found.app)

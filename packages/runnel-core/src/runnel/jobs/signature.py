@@ -31,8 +31,9 @@ class Signature:
         clash = [p for p in self.signature.parameters if p in RESERVED]
         if clash:
             raise Misconfigured(
-                f"job {name!r}: parameter {clash[0]!r} is reserved by delay() "
-                f"({', '.join(RESERVED)}); rename it"
+                f"job {name!r}: parameter {clash[0]!r} has the name of one of delay()'s "
+                f"own keywords ({', '.join(RESERVED[:-1])} and {RESERVED[-1]}); "
+                "rename the parameter"
             )
         try:
             hints = typing.get_type_hints(func)

@@ -9,6 +9,7 @@ committed value, and :meth:`Table.items` iterates a partition's.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +29,8 @@ current: ContextVar[PartitionState | None] = ContextVar("runnel_table_partition"
 """The partition whose event the running consumer task is handling (set per consumer)."""
 
 _NOTHING: Any = object()
+KEY_TYPES = (str, int, float)
+"""Declared key types a table checks its keys against (others: only that they are JSON)."""
 
 
 class Source(Protocol):
@@ -72,6 +75,35 @@ class TableBase:
 
     def __repr__(self) -> str:
         return f"<Table {self.name} of {self.source.name}>"
+
+    @functools.cached_property
+    def key_field(self) -> tuple[str, type] | None:
+        """The source's partition key field and its type, when its records declare it as
+        text or a number (``customer: str``); None when it is computed or of another type."""
+        field = getattr(self.source, "partition_by", None)
+        record = getattr(self.source, "record", None)
+        if not isinstance(field, str) or record is None:
+            return None
+        declared = record.model_fields[field].annotation
+        return (field, declared) if declared in KEY_TYPES else None
+
+    def check_key(self, key: Any) -> None:
+        """Refuse a key of the wrong type before it is routed: routed first, it would fail
+        as a key of another partition or as one that cannot be stored, by its hash."""
+        declared = self.key_field
+        if declared is not None and not isinstance(key, declared[1]):
+            field, expected = declared
+            raise TableError(
+                f"table {self.name!r} is keyed by {expected.__name__} (field {field!r} of "
+                f"stream {self.source.name!r}), not {type(key).__name__}: {key!r}"
+            )
+        try:
+            encode_key(key)
+        except TableError:
+            raise TableError(
+                f"table {self.name!r}: a key is text, a number or a list of them, "
+                f"not {type(key).__name__}: {key!r}"
+            ) from None
 
     # Inside the processor: the current partition's state, synchronously.
 
@@ -196,6 +228,7 @@ class TableBase:
 
     async def get(self, key: Any, default: Any = _NOTHING) -> Any:
         """The committed value of ``key`` (the table's default, or ``default``, if absent)."""
+        self.check_key(key)
         partition = self.source.partition_id(self.partition_of(key))
         [raw] = await self._store().get(self.name, partition, [encode_key(key)])
         if raw is None:

@@ -469,6 +469,7 @@ class PartitionState:
                 f"table {table.name!r} is kept per partition of stream {table.source.name!r}, "
                 f"not of {self.partition.stream.name!r} whose event is being handled"
             )
+        table.check_key(key)
         number = table.source.hash(key)
         if number != self.partition.number:
             raise WrongPartition(

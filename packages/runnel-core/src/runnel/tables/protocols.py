@@ -40,6 +40,8 @@ class Table(Protocol):
 
     def writes_here(self, processor: str) -> bool: ...
 
+    def check_key(self, key: Any) -> None: ...
+
 
 class Clock(Protocol):
     """What a partition's state uses of a windowed table's clock

@@ -313,6 +313,7 @@ class WindowedTable(TableBase):
     # Anywhere: committed windows.
 
     async def _windows(self, key: Any) -> KeyWindows:
+        self.check_key(key)
         partition = self.source.partition_id(self.partition_of(key))
         [raw] = await self._store().get(self.name, partition, [encode_key(key)])
         return KeyWindows() if raw is None else self.codec.decode(raw)
