@@ -298,7 +298,8 @@ async def test_a_key_of_the_wrong_type_is_refused_as_such_wherever_it_hashes(
         (TableError, f"{keyed}, not int: 42"),
         (
             TableError,
-            "table 'pairs': a key is text, a number or a list of them, not tuple: ('ada', b'raw')",
+            "table 'pairs': a table key must be JSON (text, a number, a tuple of them): "
+            "('ada', b'raw')",
         ),
     }
     assert len(errors) == 4
@@ -406,9 +407,12 @@ async def test_a_value_json_cannot_carry_fails_its_event_not_the_commit(
 
 
 async def test_a_nan_key_is_refused(app_name: str, store_url: str) -> None:
-    """JSON writes NaN as null: the key would have been None's."""
+    """JSON writes NaN as null: the key would have been None's. (Keys computed by a
+    function, one partition: any JSON-able key is the partition's.)"""
     app = shop(app_name, store_url)
-    orders = app.stream("orders", record=Order, partition_by="customer", partition_count=1)
+    orders = app.stream(
+        "orders", record=Order, partition_by=lambda o: o.customer, partition_count=1
+    )
     counts = app.table("counts", source=orders, default=0)
     refused: list[str] = []
 

@@ -99,11 +99,8 @@ class TableBase:
             )
         try:
             encode_key(key)
-        except TableError:
-            raise TableError(
-                f"table {self.name!r}: a key is text, a number or a list of them, "
-                f"not {type(key).__name__}: {key!r}"
-            ) from None
+        except TableError as exc:
+            raise TableError(f"table {self.name!r}: {exc}") from None
 
     # Inside the processor: the current partition's state, synchronously.
 
