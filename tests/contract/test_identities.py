@@ -93,7 +93,9 @@ async def test_a_forgotten_producer_starts_again(
     p0, p1 = part(app, 0), part(app, 1)
     await backend.log.append(entries(app, [1, 2]), identity=SequencedIdentity("job", [1, 2]))
     await backend.log.forget_producer([p0, p1], "job")
-    again = await backend.log.append(entries(app, [1, 2]), identity=SequencedIdentity("job", [1, 2]))
+    again = await backend.log.append(
+        entries(app, [1, 2]), identity=SequencedIdentity("job", [1, 2])
+    )
     assert again.duplicates == 0
     assert await admin.lengths([p0, p1]) == {p0: 2, p1: 2}
 

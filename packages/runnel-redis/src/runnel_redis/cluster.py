@@ -219,7 +219,8 @@ class RedisClusterTransport(RedisTransport):
             for i, entry_id in zip(members, reply, strict=True):
                 out[i] = entry_id
         if failed:
-            key, error = failed[0]
+            # A lost reply first: the one failure a caller may have to send again.
+            key, error = min(failed, key=lambda f: isinstance(f[1], ResponseError))
             if all(str(e).startswith("RUNNELFULL ") for _, e in failed):
                 group = str(error).split(" ", 2)[2]
                 full = partition_full(entries[groups[key][0]][0], group, maxlen or 0, 0)
