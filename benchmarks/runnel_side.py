@@ -153,9 +153,12 @@ async def takeover(url: str, stream: str, group: str) -> dict[str, Any]:
     return {**times, "count_read": seen[0] if seen else None, "exit_code": code}
 
 
-async def send(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
-    """``stream.send(*records)`` in batches; the records are made before timing."""
-    app = _app(url)
+async def send(
+    url: str, stream: str, total: int, batch: int, identities: bool = True
+) -> dict[str, Any]:
+    """``stream.send(*records)`` in batches; the records are made before timing. Each
+    send carries its call's identity unless ``identities`` is False."""
+    app = _app(url, idempotent_sends=identities)
     pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
     records = [Ping(key=f"k{i}", n=i) for i in range(batch)]
     result = await timed_batches(lambda: pings.send(*records), total, batch)

@@ -5,9 +5,10 @@ Drains: a backlog of EVENTS Ping records spread evenly over 16 partitions, fille
 every run reads all of it through a consumer group of its own, so every run gets the
 same data. The processor is empty (``async for _ in events.records()``); the plain loop
 reads COUNT 8 per partition for the per-event figure and COUNT 100 for the batched one.
-Sends: batches of 1000 through ``stream.send(*records)`` against pipelined XADD in
-MULTI/EXEC, into emptied partitions. Each figure is the best of ROUNDS runs, Runnel and
-plain taking turns.
+Sends: batches of 1000 through ``stream.send(*records)`` (each carrying its call's
+identity, the default, and again with ``idempotent_sends=False``) against pipelined XADD
+in MULTI/EXEC, into emptied partitions; the two sends also against each other. Each
+figure is the best of ROUNDS runs, the sides taking turns.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ SENT = "sent"
 SEND_BATCH = 1000
 
 
-def send_rate(url: str, side: str, events: int) -> float:
+def send_rate(url: str, side: str, events: int, identities: bool = True) -> float:
     drop(url, SENT)
     args = ["--url", url, "--stream", SENT, "--events", str(events), "--batch", str(SEND_BATCH)]
+    if not identities:
+        args.append("--no-identities")
     proc = Proc(side, "send", *args)
     result = proc.line()
     proc.popen.wait()
@@ -36,8 +39,15 @@ def drain_rate(url: str, side: str, group: str, batch: int, events: int) -> floa
     return harness.drain(url, BACKLOG, side, group, batch, events)["rate"]
 
 
-def row(figure: str, got: dict[str, list[float]], target: float) -> Row:
-    ours, plain = max(got["runnel"]), max(got["plain"])
+def row(
+    figure: str,
+    got: dict[str, list[float]],
+    target: float,
+    side: str = "runnel",
+    base: str = "plain",
+) -> Row:
+    """``side``'s best against ``base``'s (the plain loop unless said)."""
+    ours, plain = max(got[side]), max(got[base])
     return Row(
         figure,
         rate(ours),
@@ -45,7 +55,7 @@ def row(figure: str, got: dict[str, list[float]], target: float) -> Row:
         f"{ours / plain:.2f}",
         f">= {target}",
         ours / plain >= target,
-        f"{spread(got['runnel'])}/{spread(got['plain'])}",
+        f"{spread(got[side])}/{spread(got[base])}",
     )
 
 
@@ -57,9 +67,10 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
         rounds,
         {
             "runnel": lambda n: send_rate(url, "runnel", events),
+            "without": lambda n: send_rate(url, "runnel", events, identities=False),
             "plain": lambda n: send_rate(url, "plain", events),
         },
-        f"send (batches of {SEND_BATCH})",
+        f"send (batches of {SEND_BATCH}; without: idempotent_sends=False)",
     )
     single = harness.alternate(
         rounds,
@@ -81,6 +92,8 @@ def run(url: str, events: int | None = None, rounds: int = 3, **_: Any) -> list[
     drop(url, SENT)
     return [
         row(f"send, batches of {SEND_BATCH}", sends, 0.9),
+        row("send without identities", sends, 0.9, side="without"),
+        row("send, identities / without (baseline: without)", sends, 0.9, base="without"),
         row("process per event, records()", single, 0.6),
         row("process batched, take(100)", batched, 0.75),
     ]

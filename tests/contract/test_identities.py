@@ -2,6 +2,7 @@
 keyed record a partition already took is not appended again: the reply gives its
 original id, and the partition's duplicates count says how many were dropped. The state
 is bounded: a window of time and of keys, and nothing stays once a partition is idle.
+Optional: a store whose ``append`` takes no identity skips these tests.
 """
 
 from __future__ import annotations
@@ -35,35 +36,37 @@ async def stored(admin: LogAdmin, p: PartitionId) -> list[tuple[bytes, bytes]]:
 
 
 async def test_a_retried_call_returns_the_original_ids_and_appends_nothing(
-    backend: Backend, app: str, admin: LogAdmin
+    identities: Backend, app: str, admin: LogAdmin
 ) -> None:
     p0, p1 = part(app, 0), part(app, 1)
     call = CallIdentity("producer-a", 7)
-    first = await backend.log.append(entries(app, list(range(6))), identity=call)
+    first = await identities.log.append(entries(app, list(range(6))), identity=call)
     assert (len(first), first.duplicates) == (6, 0)
-    again = await backend.log.append(entries(app, list(range(6))), identity=call)
+    again = await identities.log.append(entries(app, list(range(6))), identity=call)
     assert again == first and again.duplicates == 6
     assert await admin.lengths([p0, p1]) == {p0: 3, p1: 3}
     assert await admin.duplicates([p0, p1]) == {p0: 3, p1: 3}
     # Another call (or another producer's call of the same number) is appended.
-    other = await backend.log.append(entries(app, [6]), identity=CallIdentity("producer-a", 8))
-    elsewhere = await backend.log.append(entries(app, [8]), identity=CallIdentity("b", 7))
+    other = await identities.log.append(entries(app, [6]), identity=CallIdentity("producer-a", 8))
+    elsewhere = await identities.log.append(entries(app, [8]), identity=CallIdentity("b", 7))
     assert other.duplicates == elsewhere.duplicates == 0
     assert await admin.lengths([p0, p1]) == {p0: 5, p1: 3}
     assert await admin.remembered([p0, p1]) == {p0: (3, 0), p1: (1, 0)}
 
 
 async def test_a_retried_chunk_skips_what_is_in_and_appends_the_rest_in_order(
-    backend: Backend, app: str, admin: LogAdmin
+    identities: Backend, app: str, admin: LogAdmin
 ) -> None:
     p0, p1 = part(app, 0), part(app, 1)
     numbers = list(range(1, 7))
-    first = await backend.log.append(
+    first = await identities.log.append(
         entries(app, numbers), identity=SequencedIdentity("file-1", numbers)
     )
     # Run again with more: what is in is skipped (its original ids), the rest appended.
     more = list(range(1, 11))
-    again = await backend.log.append(entries(app, more), identity=SequencedIdentity("file-1", more))
+    again = await identities.log.append(
+        entries(app, more), identity=SequencedIdentity("file-1", more)
+    )
     assert again.duplicates == 6
     assert again[:6] == first
     assert [n for _, n in await stored(admin, p0)] == [b"2", b"4", b"6", b"8", b"10"]
@@ -71,11 +74,11 @@ async def test_a_retried_chunk_skips_what_is_in_and_appends_the_rest_in_order(
     assert sorted(ids_of(await admin.scan(p0, None, 100))) == sorted(again[1::2])
     # A chunk older than the producer's last append to a partition: dropped, its ids no
     # longer kept; the last one's are.
-    older = await backend.log.append(
+    older = await identities.log.append(
         entries(app, numbers), identity=SequencedIdentity("file-1", numbers)
     )
     assert older.duplicates == 6 and set(older) == {UNKNOWN}
-    last = await backend.log.append(
+    last = await identities.log.append(
         entries(app, more[6:]), identity=SequencedIdentity("file-1", more[6:])
     )
     assert last == again[6:] and last.duplicates == 4
@@ -83,17 +86,17 @@ async def test_a_retried_chunk_skips_what_is_in_and_appends_the_rest_in_order(
     assert await admin.duplicates([p0, p1]) == {p0: 8, p1: 8}
     assert await admin.remembered([p0, p1]) == {p0: (0, 1), p1: (0, 1)}
     # Another producer's numbers are its own.
-    theirs = await backend.log.append(entries(app, [1]), identity=SequencedIdentity("f2", [1]))
+    theirs = await identities.log.append(entries(app, [1]), identity=SequencedIdentity("f2", [1]))
     assert theirs.duplicates == 0
 
 
 async def test_a_forgotten_producer_starts_again(
-    backend: Backend, app: str, admin: LogAdmin
+    identities: Backend, app: str, admin: LogAdmin
 ) -> None:
     p0, p1 = part(app, 0), part(app, 1)
-    await backend.log.append(entries(app, [1, 2]), identity=SequencedIdentity("job", [1, 2]))
-    await backend.log.forget_producer([p0, p1], "job")
-    again = await backend.log.append(
+    await identities.log.append(entries(app, [1, 2]), identity=SequencedIdentity("job", [1, 2]))
+    await identities.log.forget_producer([p0, p1], "job")
+    again = await identities.log.append(
         entries(app, [1, 2]), identity=SequencedIdentity("job", [1, 2])
     )
     assert again.duplicates == 0
@@ -101,18 +104,18 @@ async def test_a_forgotten_producer_starts_again(
 
 
 async def test_a_record_sent_twice_by_key_is_appended_once(
-    backend: Backend, app: str, admin: LogAdmin
+    identities: Backend, app: str, admin: LogAdmin
 ) -> None:
     p0, p1 = part(app, 0), part(app, 1)
     keys = [b"order-1", b"order-2", b"order-1", None, b"order-3"]
     # Entries 0 and 2 have one key and go to one partition: the later is the duplicate.
     sent = [(p0, {b"n": b"0"}), (p1, {b"n": b"1"}), (p0, {b"n": b"2"})]
     sent += [(p0, {b"n": b"3"}), (p1, {b"n": b"4"})]
-    first = await backend.log.append(sent, identity=KeyedIdentity(keys))
+    first = await identities.log.append(sent, identity=KeyedIdentity(keys))
     assert first.duplicates == 1 and first[2] == first[0]
     assert [n for _, n in await stored(admin, p0)] == [b"0", b"3"]
     # Again: every keyed entry is in (its original id); the one without a key is not.
-    again = await backend.log.append(sent, identity=KeyedIdentity(keys))
+    again = await identities.log.append(sent, identity=KeyedIdentity(keys))
     assert again.duplicates == 4
     assert [again[i] for i in (0, 1, 2, 4)] == [first[i] for i in (0, 1, 2, 4)]
     assert again[3] != first[3]
@@ -122,35 +125,35 @@ async def test_a_record_sent_twice_by_key_is_appended_once(
 
 
 async def test_keys_and_calls_are_forgotten_after_the_window(
-    backend: Backend, app: str, admin: LogAdmin, store_time: Time
+    identities: Backend, app: str, admin: LogAdmin, store_time: Time
 ) -> None:
     p = part(app, 0)
     window = Window(seconds=SHORT / 1000)
     record = [(p, {b"n": b"1"})]
     key, call = KeyedIdentity([b"once"]), CallIdentity("p", 1)
-    await backend.log.append(record, identity=key, window=window)
-    await backend.log.append(record, identity=call, window=window)
-    assert (await backend.log.append(record, identity=key, window=window)).duplicates == 1
-    assert (await backend.log.append(record, identity=call, window=window)).duplicates == 1
+    await identities.log.append(record, identity=key, window=window)
+    await identities.log.append(record, identity=call, window=window)
+    assert (await identities.log.append(record, identity=key, window=window)).duplicates == 1
+    assert (await identities.log.append(record, identity=call, window=window)).duplicates == 1
     assert (await admin.lengths([p]))[p] == 2
 
     async def forgotten() -> bool:
         return (await admin.remembered([p]))[p] == (0, 0)
 
     await store_time.until(forgotten, "the window's keys forgotten")
-    assert (await backend.log.append(record, identity=key, window=window)).duplicates == 0
-    assert (await backend.log.append(record, identity=call, window=window)).duplicates == 0
+    assert (await identities.log.append(record, identity=key, window=window)).duplicates == 0
+    assert (await identities.log.append(record, identity=call, window=window)).duplicates == 0
     assert (await admin.lengths([p]))[p] == 4
 
 
 async def test_idle_producers_are_forgotten_after_the_window(
-    backend: Backend, app: str, admin: LogAdmin, store_time: Time
+    identities: Backend, app: str, admin: LogAdmin, store_time: Time
 ) -> None:
     p = part(app, 0)
     window = Window(seconds=SHORT / 1000)
     record = [(p, {b"n": b"1"})]
-    await backend.log.append(record, identity=SequencedIdentity("s", [5]), window=window)
-    again = await backend.log.append(record, identity=SequencedIdentity("s", [5]), window=window)
+    await identities.log.append(record, identity=SequencedIdentity("s", [5]), window=window)
+    again = await identities.log.append(record, identity=SequencedIdentity("s", [5]), window=window)
     assert again.duplicates == 1
     assert (await admin.remembered([p]))[p] == (0, 1)
 
@@ -158,20 +161,20 @@ async def test_idle_producers_are_forgotten_after_the_window(
         return (await admin.remembered([p]))[p] == (0, 0)
 
     await store_time.until(forgotten, "the producer forgotten")
-    late = await backend.log.append(record, identity=SequencedIdentity("s", [5]), window=window)
+    late = await identities.log.append(record, identity=SequencedIdentity("s", [5]), window=window)
     assert late.duplicates == 0
     assert (await admin.duplicates([p]))[p] == 1  # the count stays
 
 
 async def test_the_count_of_keys_is_bounded_oldest_forgotten_first(
-    backend: Backend, app: str, admin: LogAdmin
+    identities: Backend, app: str, admin: LogAdmin
 ) -> None:
     """Two generations of keys / 2: a full one starts a new one, the older forgotten."""
     p = part(app, 0)
     window = Window(keys=4)
 
     async def send(key: bytes) -> int:
-        got = await backend.log.append(
+        got = await identities.log.append(
             [(p, {b"k": key})], identity=KeyedIdentity([key]), window=window
         )
         remembered, _ = (await admin.remembered([p]))[p]
@@ -185,7 +188,7 @@ async def test_the_count_of_keys_is_bounded_oldest_forgotten_first(
     for n in range(40):
         await send(b"x%d" % n)
     many = [b"y%d" % n for n in range(9)]  # one call of more than a generation holds
-    got = await backend.log.append(
+    got = await identities.log.append(
         [(p, {b"k": key}) for key in many], identity=KeyedIdentity(many), window=window
     )
     assert got.duplicates == 0
@@ -195,25 +198,25 @@ async def test_the_count_of_keys_is_bounded_oldest_forgotten_first(
 
 
 async def test_a_partly_refused_call_retried_appends_each_entry_once(
-    backend: Backend, app: str, admin: LogAdmin
+    identities: Backend, app: str, admin: LogAdmin
 ) -> None:
     """Partition 0 is full of entries a group has not acknowledged: the call is refused
     there (on a Redis Cluster the other partitions' parts are in, and the error says
     which). Once there is room, the same call again completes it, each entry once."""
     p0, p1, size = part(app, 0), part(app, 1), 20
-    await backend.log.ensure_group([p0], GROUP)
-    coordination = backend.coordination(app, "orders", GROUP)
+    await identities.log.ensure_group([p0], GROUP)
+    coordination = identities.coordination(app, "orders", GROUP)
     await coordination.acquire("owner", [p0], LONG)
-    await backend.log.append([(p0, {b"n": b"old"})] * size, maxlen=size)
+    await identities.log.append([(p0, {b"n": b"old"})] * size, maxlen=size)
     call = CallIdentity("prod", 1)
     sent = entries(app, list(range(6)))
     with pytest.raises(PartlySent) as refused:
-        await backend.log.append(sent, maxlen=size, identity=call)
+        await identities.log.append(sent, maxlen=size, identity=call)
     assert isinstance(refused.value, PartitionFull)
     in_before = [xid for xid in refused.value.ids if xid is not None]
     got = await coordination.read("owner", CONSUMER, {p0: NEW}, size)
     await coordination.ack("owner", {p0: [xid for _, es in got.entries for xid, _ in es]})
-    done = await backend.log.append(sent, maxlen=size, identity=call)
+    done = await identities.log.append(sent, maxlen=size, identity=call)
     assert done.duplicates == len(in_before)
     assert set(in_before) <= set(done)
     lengths = await admin.lengths([p0, p1])
@@ -221,12 +224,12 @@ async def test_a_partly_refused_call_retried_appends_each_entry_once(
     assert [n for _, n in await stored(admin, p1)] == [b"1", b"3", b"5"]
     assert [n for _, n in await stored(admin, p0)][-3:] == [b"0", b"2", b"4"]
     # A retry whose entries are all in needs no room: it returns their ids, full or not.
-    await backend.log.append([(p0, {b"n": b"more"})] * (size - 3), maxlen=size)
-    assert await backend.log.append(sent, maxlen=size, identity=call) == done
+    await identities.log.append([(p0, {b"n": b"more"})] * (size - 3), maxlen=size)
+    assert await identities.log.append(sent, maxlen=size, identity=call) == done
 
 
 async def test_identities_are_checked_before_anything_is_sent(
-    backend: Backend, app: str, admin: LogAdmin
+    identities: Backend, app: str, admin: LogAdmin
 ) -> None:
     p0, p1 = part(app, 0), part(app, 1)
     two = entries(app, [0, 2])  # both to partition 0
@@ -241,5 +244,5 @@ async def test_identities_are_checked_before_anything_is_sent(
     ]
     for options, identity in bad:
         with pytest.raises(IdentityError):
-            await backend.log.append(two, identity=identity, **options)
+            await identities.log.append(two, identity=identity, **options)
     assert await admin.lengths([p0, p1]) == {p0: 0, p1: 0}

@@ -10,8 +10,10 @@ With the transport's ``wait_replicas``, each master's appends are followed by ``
 on the same connection, and too few replicas raise
 :class:`runnel.exceptions.NotReplicated` as a send does.
 
-The cluster client keeps its retries (they follow MOVED, ASK and failovers); an append
-whose reply was lost may then be applied twice, which at-least-once delivery allows.
+The cluster client keeps its retries (they follow MOVED, ASK and failovers), and sends
+again a command whose reply was lost: an append without an identity may then be applied
+twice, which at-least-once delivery allows; one with an identity is recognised by the
+partition, which appends it once (runnel.store.identity).
 """
 
 from __future__ import annotations

@@ -10,10 +10,15 @@
 -- stream's index in KEYS, (kinds 's' and 'k') its number or 'k' .. its key ('' for none),
 -- its number of fields, its fields and values.
 -- Reply: the entries' ids in order, then how many were duplicates. Refusals as append.lua.
+-- The entries are walked twice, as append.lua's room check and appends do: the first
+-- walk counts what each stream takes, the second appends; the state is read and written
+-- once per stream (kind 'k': once per key).
 local streams = tonumber(ARGV[3])
 local kind, window, half, ident = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local width = kind == 's' and 2 or 3
 local base = ARGV[2] == 'drop' and 2 * streams or streams
+local skip = kind == 'c' and 0 or 1
+local last_arg = #ARGV
 for n = 1, streams do
   local type_of = redis.call('TYPE', KEYS[n])['ok']
   if type_of ~= 'stream' and type_of ~= 'none' then
@@ -22,144 +27,161 @@ for n = 1, streams do
 end
 local now = clock_ms()
 
--- The entries: their stream, identity and where their fields start, by stream.
-local skip = kind == 'c' and 0 or 1
-local at, marks, members = {}, {}, {}
-local i = 8
-while i <= #ARGV do
-  local n = tonumber(ARGV[i])
-  local e = #at + 1
-  at[e], marks[e] = i + 1 + skip, skip == 1 and ARGV[i + 1] or false
-  members[n] = members[n] or {}
-  table.insert(members[n], e)
-  i = i + 2 + skip + 2 * tonumber(ARGV[i + 1 + skip])
-end
-
 local function state(n, j)
   return KEYS[base + (n - 1) * width + j]
 end
 
--- Which entries are in already, and their replies: an id, or the entry whose id it takes.
-local replies, adding, gens, producers = {}, {}, {}, {}
-for n, list in pairs(members) do
-  local new = 0
-  if kind == 'c' then
-    gens[n] = generations(state(n, 1), state(n, 2), state(n, 3))
-    local stored = recall(gens[n], {ident})[1]
-    if stored then
-      local first, last, count = string.match(stored, '^(%S+) (%S+) (%S+)$')
-      local ids = between(KEYS[n], first, last, tonumber(count), #list)
-      for j, e in ipairs(list) do replies[e] = ids[j] end
-    else
-      new = #list
-    end
-  elseif kind == 's' then
+-- What each stream holds of this identity already.
+local gens, calls, producers, hwm, low, high = {}, {}, {}, {}, {}, {}
+for n = 1, streams do
+  if kind == 's' then
     local p = producer_state(state(n, 2), ident, now)
     producers[n] = p
-    local hwm = p and tonumber(p.hwm) or -1
-    local last_ones = {}
-    for _, e in ipairs(list) do
-      local seq = tonumber(marks[e])
-      if seq > hwm then
-        new = new + 1
-      else
-        replies[e] = '0-0'
-        if seq >= tonumber(p.low) and seq <= tonumber(p.high) then
-          last_ones[#last_ones + 1] = e
-        end
-      end
-    end
-    if #last_ones > 0 and #last_ones == p.count then
-      local ids = between(KEYS[n], p.first, p.last, p.count, #last_ones)
-      for j, e in ipairs(last_ones) do replies[e] = ids[j] end
-    end
+    hwm[n] = p and tonumber(p.hwm) or -1
+    low[n], high[n] = p and tonumber(p.low) or 0, p and tonumber(p.high) or -1
   else
     gens[n] = generations(state(n, 1), state(n, 2), state(n, 3))
-    local keyed, fields = {}, {}
-    for _, e in ipairs(list) do
-      if marks[e] ~= '' then
-        keyed[#keyed + 1] = e
-        fields[#fields + 1] = marks[e]
-      end
+    if kind == 'c' then calls[n] = recall(gens[n], {ident})[1] end
+  end
+end
+
+-- First walk: the entries each stream has (total) and takes (adding); kind 's': how
+-- many of its duplicates are of the producer's last append there; kind 'k': the keys.
+local adding, total, in_last, keyed = {}, {}, {}, {}
+local e, i = 0, 8
+while i <= last_arg do
+  e = e + 1
+  local n = tonumber(ARGV[i])
+  total[n] = (total[n] or 0) + 1
+  if kind == 'c' then
+    if not calls[n] then adding[n] = (adding[n] or 0) + 1 end
+  elseif kind == 's' then
+    local seq = tonumber(ARGV[i + 1])
+    if seq > hwm[n] then
+      adding[n] = (adding[n] or 0) + 1
+    elseif seq >= low[n] and seq <= high[n] then
+      in_last[n] = (in_last[n] or 0) + 1
     end
-    local stored = recall(gens[n], fields)
-    local first_of = {}
-    for j, e in ipairs(keyed) do
-      if stored[j] then
-        replies[e] = stored[j]
-      elseif first_of[marks[e]] then
-        replies[e] = first_of[marks[e]]
-      else
-        first_of[marks[e]] = e
+  elseif ARGV[i + 1] ~= '' then
+    local k = keyed[n]
+    if not k then k = {fields = {}, entries = {}}; keyed[n] = k end
+    k.fields[#k.fields + 1] = ARGV[i + 1]
+    k.entries[#k.entries + 1] = e
+  end
+  i = i + 2 + skip + 2 * tonumber(ARGV[i + 1 + skip])
+end
+
+-- Kind 'k': which keys are in (replied with their id), or in earlier in this call
+-- (replied with that entry's, given as its index).
+local replies = {}
+if kind == 'k' then
+  for n, count in pairs(total) do
+    adding[n] = count
+    local k = keyed[n]
+    if k then
+      local stored, first_of = recall(gens[n], k.fields), {}
+      for j, entry in ipairs(k.entries) do
+        local key = k.fields[j]
+        if stored[j] then
+          replies[entry] = stored[j]
+        elseif first_of[key] then
+          replies[entry] = first_of[key]
+        else
+          first_of[key] = entry
+        end
+        if replies[entry] then adding[n] = adding[n] - 1 end
       end
-    end
-    for _, e in ipairs(list) do
-      if not replies[e] then new = new + 1 end
     end
   end
-  adding[n] = new
 end
 
 local trims, refused = plan_for(adding)
 if not trims then return refused end
-local ids = {}
-for e = 1, #at do
-  if not replies[e] then
-    local start = at[e]
-    local args = {'XADD', false, '*'}
-    local n = tonumber(ARGV[start - 1 - skip])
-    args[2] = KEYS[n]
-    for j = start + 1, start + 2 * tonumber(ARGV[start]) do
+
+-- Second walk: append what is new, reply the rest.
+local out, firsts, lasts, lows, highs, dropped = {}, {}, {}, {}, {}, {}
+local known, taken = {}, {}
+local fresh_keys = {}
+e, i = 0, 8
+while i <= last_arg do
+  e = e + 1
+  local n = tonumber(ARGV[i])
+  local mark = skip == 1 and ARGV[i + 1]
+  local count_at = i + 1 + skip
+  local stop = count_at + 2 * tonumber(ARGV[count_at])
+  local new
+  if kind == 'c' then
+    new = not calls[n]
+  elseif kind == 's' then
+    new = tonumber(mark) > hwm[n]
+  else
+    new = not replies[e]
+  end
+  if new then
+    local args = {'XADD', KEYS[n], '*'}
+    for j = count_at + 1, stop do
       args[#args + 1] = ARGV[j]
     end
-    ids[e] = redis.call(unpack(args))
+    local id = redis.call(unpack(args))
+    out[e] = id
+    if not firsts[n] then firsts[n], lows[n] = id, mark end
+    lasts[n], highs[n] = id, mark
+    if kind == 'k' and mark ~= '' then
+      local flat = fresh_keys[n]
+      if not flat then flat = {}; fresh_keys[n] = flat end
+      flat[#flat + 1] = mark
+      flat[#flat + 1] = id
+    end
+  else
+    dropped[n] = (dropped[n] or 0) + 1
+    local reply = '0-0'
+    if kind == 'k' then
+      reply = replies[e]
+      if type(reply) == 'number' then reply = out[reply] end
+    elseif kind == 'c' or (tonumber(mark) >= low[n] and in_last[n] == producers[n].count) then
+      if not known[n] then
+        local first, last, count
+        if kind == 'c' then
+          first, last, count = string.match(calls[n], '^(%S+) (%S+) (%S+)$')
+          known[n] = between(KEYS[n], first, last, tonumber(count), total[n])
+        else
+          local p = producers[n]
+          known[n] = between(KEYS[n], p.first, p.last, p.count, p.count)
+        end
+        taken[n] = 0
+      end
+      taken[n] = taken[n] + 1
+      reply = known[n][taken[n]]
+    end
+    out[e] = reply
   end
+  i = stop + 1
 end
 trim_all(streams, trims)
 
+-- What each stream remembers of this append, and its count of duplicates.
 local duplicates = 0
-for n, list in pairs(members) do
-  local fresh, dropped = {}, 0
-  for _, e in ipairs(list) do
-    if replies[e] then dropped = dropped + 1 else fresh[#fresh + 1] = e end
-  end
-  if kind == 'c' and #fresh > 0 then
-    local value = ids[fresh[1]] .. ' ' .. ids[fresh[#fresh]] .. ' ' .. #fresh
-    remember(gens[n], {ident, value}, now, window, half)
-  elseif kind == 'k' then
-    local pairs_of = {}
-    for _, e in ipairs(fresh) do
-      if marks[e] ~= '' then
-        pairs_of[#pairs_of + 1] = marks[e]
-        pairs_of[#pairs_of + 1] = ids[e]
-      end
-    end
-    remember(gens[n], pairs_of, now, window, half)
-  elseif kind == 's' then
+for n = 1, streams do
+  local count = adding[n] or 0
+  if kind == 'c' and count > 0 then
+    remember(gens[n], {ident, firsts[n] .. ' ' .. lasts[n] .. ' ' .. count}, now, window, half)
+  elseif kind == 'k' and fresh_keys[n] then
+    remember(gens[n], fresh_keys[n], now, window, half)
+  elseif kind == 's' and (count > 0 or producers[n]) then
     local hash, p = state(n, 2), producers[n]
-    local expires = decimal(now + window)
-    if #fresh > 0 then
+    if count > 0 then
       if not p then prune(state(n, 1), hash, now) end
-      p = {hwm = marks[fresh[#fresh]], first = ids[fresh[1]], last = ids[fresh[#fresh]],
-        count = #fresh, low = marks[fresh[1]], high = marks[fresh[#fresh]]}
+      p = {hwm = highs[n], first = firsts[n], last = lasts[n], count = count, low = lows[n],
+        high = highs[n]}
     end
-    if p then
-      p.expires = expires
-      redis.call('HSET', hash, ident, producer_text(p))
-      redis.call('PEXPIRE', hash, window)
-    end
+    p.expires = decimal(now + window)
+    redis.call('HSET', hash, ident, producer_text(p))
+    redis.call('PEXPIRE', hash, window)
   end
-  if dropped > 0 then
-    redis.call('HINCRBY', state(n, 1), 'd', dropped)
-    duplicates = duplicates + dropped
+  if dropped[n] then
+    redis.call('HINCRBY', state(n, 1), 'd', dropped[n])
+    duplicates = duplicates + dropped[n]
   end
-end
-
-local out = {}
-for e = 1, #at do
-  local reply = replies[e]
-  if type(reply) == 'number' then reply = ids[reply] end
-  out[e] = ids[e] or reply
 end
 out[#out + 1] = duplicates
 return out
