@@ -52,6 +52,12 @@ async def test_a_retried_call_returns_the_original_ids_and_appends_nothing(
     assert other.duplicates == elsewhere.duplicates == 0
     assert await admin.lengths([p0, p1]) == {p0: 5, p1: 3}
     assert await admin.remembered([p0, p1]) == {p0: (3, 0), p1: (1, 0)}
+    # A first try (the caller's word that it is new) is only remembered, not looked
+    # up; a try again is looked up and recognised.
+    first = CallIdentity("producer-c", 1, first_try=True)
+    ids = await identities.log.append(entries(app, [10, 11]), identity=first)
+    again = await identities.log.append(entries(app, [10, 11]), identity=first.retried())
+    assert again == ids and again.duplicates == 2
 
 
 async def test_a_retried_chunk_skips_what_is_in_and_appends_the_rest_in_order(

@@ -28,18 +28,22 @@ class Ping(Record):
 P, Q = PartitionId("a", "s", 0), PartitionId("a", "s", 1)
 
 
+def to(*partitions: PartitionId) -> list[tuple[PartitionId, dict[bytes, bytes]]]:
+    return [(p, {b"n": b"1"}) for p in partitions]
+
+
 def test_identities_are_checked() -> None:
-    assert checked(SequencedIdentity("p", [3, 1, 4]), [P, Q, P]) is not None
+    assert checked(SequencedIdentity("p", [3, 1, 4]), to(P, Q, P)) is not None
     with pytest.raises(IdentityError, match="not above 3"):
-        checked(SequencedIdentity("p", [3, 1, 2]), [P, Q, P])
+        checked(SequencedIdentity("p", [3, 1, 2]), to(P, Q, P))
     with pytest.raises(IdentityError, match="2\\*\\*53"):
-        checked(SequencedIdentity("p", [2**53]), [P])
+        checked(SequencedIdentity("p", [2**53]), to(P))
     with pytest.raises(IdentityError, match="explicit entry ids"):
-        checked(CallIdentity("p", 1), [P], ["1-1"])
+        checked(CallIdentity("p", 1), to(P), ["1-1"])
     with pytest.raises(IdentityError, match="2 keys for 1 entries"):
-        checked(KeyedIdentity([b"a", b"b"]), [P])
+        checked(KeyedIdentity([b"a", b"b"]), to(P))
     with pytest.raises(IdentityError, match="producer"):
-        checked(CallIdentity("", 1), [P])
+        checked(CallIdentity("", 1), to(P))
 
 
 def test_a_keyed_append_with_an_entry_without_a_key_is_not_sent_again() -> None:
@@ -75,6 +79,10 @@ def test_a_producer_numbers_its_calls_and_is_new_after_a_fork() -> None:
     producer = Producer()
     first, second = producer.call(), producer.call()
     assert first.producer == second.producer and second.number == first.number + 1
+    # A call's first try need not be looked up; any later one (or part of it) is.
+    assert first.first_try and not first.retried().first_try
+    assert first.retried() == CallIdentity(first.producer, first.number)
+    assert not first.subset([0]).first_try
     identities._forked()  # what os.register_at_fork runs in a child
     child = producer.call()
     assert child.producer != first.producer and child.number == 1

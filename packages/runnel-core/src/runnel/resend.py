@@ -31,16 +31,19 @@ each append's reply: the metrics' ``runnel_duplicates_dropped_total``. Kept here
 :mod:`runnel.metrics.stats`, which the stream cannot import (it imports the processor)."""
 
 
-async def resending(append: Callable[[], Awaitable[Appended]], retries: int, what: str) -> Appended:
-    """``append()``, and again up to ``retries`` times while its outcome is in doubt (a
-    lost reply, a part of a cluster's append in doubt). Out of tries, the last failure is
-    raised; one that says nothing was sent (NotConnected) after an earlier doubt raises
-    that doubt instead, since the earlier try may have gone in."""
+async def resending(
+    append: Callable[[bool], Awaitable[Appended]], retries: int, what: str
+) -> Appended:
+    """``append(False)``, and ``append(True)`` (a try again) up to ``retries`` times
+    while its outcome is in doubt (a lost reply, a part of a cluster's append in doubt).
+    Out of tries, the last failure is raised; one that says nothing was sent
+    (NotConnected) after an earlier doubt raises that doubt instead, since the earlier
+    try may have gone in."""
     doubt: Exception | None = None
     pause = FIRST_PAUSE
     for attempt in range(retries + 1):
         try:
-            return await append()
+            return await append(attempt > 0)
         except PartitionFull:
             raise  # waited for room already (full_timeout); the ids say what is in
         except PartlySent as exc:

@@ -437,8 +437,9 @@ class Stream:
             sent = await self._append(entries, ids, identity)
         else:
 
-            def attempt() -> Awaitable[Appended]:
-                return self._append(entries, ids, identity)
+            def attempt(again: bool) -> Awaitable[Appended]:
+                assert identity is not None
+                return self._append(entries, ids, identity.retried() if again else identity)
 
             what = f"sending {len(entries)} records to stream {self.id!r}"
             sent = await resend.resending(attempt, settings.send_retries, what)

@@ -162,7 +162,9 @@ class RedisClusterTransport(RedisTransport):
         written to. The cluster client sends a call again after a lost connection or a
         failover: with an identity, a partition that has it already takes nothing more."""
         if identity is not None:
-            identity = checked(identity, [p for p, _ in entries], ids)
+            # The cluster client sends a command again by itself (a write that failed
+            # part-way; the synchronous one also a lost reply): every try is looked up.
+            identity = checked(identity, entries, ids).retried()
         groups: dict[str, list[int]] = {}
         for i, (partition, _) in enumerate(entries):
             groups.setdefault(self.partition_key(partition), []).append(i)

@@ -159,7 +159,9 @@ class ClusterLog(KeyedLog):
         if not entries:
             return Appended()
         if identity is not None:
-            identity = checked(identity, [p for p, _ in entries])
+            # The cluster client sends a command again by itself (a write that failed
+            # part-way; the synchronous one also a lost reply): every try is looked up.
+            identity = checked(identity, entries).retried()
         marks = identity_marks(identity) if identity is not None else None
         groups: dict[PartitionId, list[Any]] = {}
         members: dict[PartitionId, list[int]] = {}

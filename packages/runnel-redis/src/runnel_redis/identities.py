@@ -25,7 +25,8 @@ def identity_head(
 ) -> list[Any]:
     """lua/append_identified.lua's arguments before the entries."""
     if isinstance(identity, CallIdentity):
-        kind, ident = b"c", call_key(identity)
+        # A first try is only remembered: no partition can have it yet.
+        kind, ident = b"n" if identity.first_try else b"c", call_key(identity)
     elif isinstance(identity, KeyedIdentity):
         kind, ident = b"k", b""
     else:

@@ -174,7 +174,7 @@ class RedisLog(KeyedLog):
         if not entries:
             return Appended()
         if identity is not None:
-            identity = checked(identity, [p for p, _ in entries])
+            identity = checked(identity, entries)
         marks = identity_marks(identity) if identity is not None else None
         streams: dict[str, int] = {}
         packed, count = resp.pack_entries([(self._key(p), f) for p, f in entries], streams, marks)

@@ -65,6 +65,8 @@ class RedisTransport(Backend, Log, LogAdmin):
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
         self._keys: dict[PartitionId, str] = {}
+        self._partitions: dict[str, PartitionId] = {}
+        """The partition of each key :meth:`partition_key` gave (the same names)."""
         self._client: Any = None
         self._ensure_group: resp.Script | None = None
         self._append: resp.Script | None = None
@@ -104,6 +106,7 @@ class RedisTransport(Backend, Log, LogAdmin):
         key = self._keys.get(partition)
         if key is None:
             key = self._keys[partition] = self.layout.partition(*partition)
+            self._partitions[key] = partition
         return key
 
     def lost_key(self, partition: PartitionId) -> str:
@@ -124,7 +127,7 @@ class RedisTransport(Backend, Log, LogAdmin):
         With an identity, lua/append_identified.lua, which keeps each partition's
         identity state beside it (lua/identities.lua)."""
         if identity is not None:
-            identity = checked(identity, [p for p, _ in entries], ids)
+            identity = checked(identity, entries, ids)
             return await self._append_identified(entries, maxlen, drop_oldest, identity, window)
         key_of = self.partition_key
         streams: dict[str, int] = {}
@@ -169,9 +172,7 @@ class RedisTransport(Backend, Log, LogAdmin):
         body, count = resp.pack_entries(
             ((key_of(p), f) for p, f in entries), streams, identity_marks(identity)
         )
-        parts: dict[str, PartitionId] = {}
-        for p, _ in entries:
-            parts.setdefault(key_of(p), p)
+        parts = self._partitions
         keys = list(streams)
         if drop_oldest:
             keys += [self.lost_key(parts[key]) for key in streams]

@@ -125,7 +125,7 @@ def plan(
         found = state(partition)
         if isinstance(identity, CallIdentity):
             key = call_key(identity)
-            stored = found.lookup(key, now)
+            stored = None if identity.first_try else found.lookup(key, now)
             if stored is None:
                 out.appending += indexes
                 out.calls[partition] = key

@@ -45,7 +45,7 @@ class MemoryLog(Log, LogAdmin):
         window: Window = DEFAULT_WINDOW,
     ) -> Appended:
         if identity is not None:
-            identity = checked(identity, [p for p, _ in entries], ids)
+            identity = checked(identity, entries, ids)
         converted = [(p, decode_fields(fields)) for p, fields in entries]
         explicit = [_parse_id(i) for i in ids] if ids is not None else [None] * len(entries)
         store = self.server

@@ -53,11 +53,20 @@ class CallIdentity:
     """Unique per producer (random per App instance and process)."""
     number: int
     """The producer's count of its calls; a retry of a call reuses its number."""
+    first_try: bool = False
+    """The caller's word that this call was never sent before (its number is new), so
+    no partition can have it: the store only remembers it, without looking it up. Only
+    for a call's first try; every other one (:meth:`retried`) is looked up."""
 
     def subset(self, indexes: Sequence[int]) -> CallIdentity:
-        """The identity of a call of some of the entries (state is per partition, and
-        each partition's part of a call is whole: the same identity)."""
-        return self
+        """The identity of a try of some of the call's entries (the partitions that did
+        not take their part): the same call, tried again (state is per partition, and each
+        partition's part of a call is whole)."""
+        return self.retried()
+
+    def retried(self) -> CallIdentity:
+        """This call's identity for a try after the first (looked up)."""
+        return CallIdentity(self.producer, self.number) if self.first_try else self
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,9 @@ class SequencedIdentity:
     def subset(self, indexes: Sequence[int]) -> SequencedIdentity:
         return SequencedIdentity(self.producer, [self.seqs[i] for i in indexes])
 
+    def retried(self) -> SequencedIdentity:
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class KeyedIdentity:
@@ -82,6 +94,9 @@ class KeyedIdentity:
 
     def subset(self, indexes: Sequence[int]) -> KeyedIdentity:
         return KeyedIdentity([self.keys[i] for i in indexes])
+
+    def retried(self) -> KeyedIdentity:
+        return self
 
 
 Identity: TypeAlias = CallIdentity | SequencedIdentity | KeyedIdentity
@@ -150,11 +165,14 @@ def covers_all(identity: Identity | None) -> bool:
 
 
 def checked(
-    identity: Identity, partitions: Sequence[Hashable], ids: Sequence[str] | None = None
+    identity: Identity,
+    entries: Sequence[tuple[Hashable, object]],
+    ids: Sequence[str] | None = None,
 ) -> Identity:
-    """``identity`` for an append to ``partitions`` (one per entry), checked before
-    anything is sent: one number or key per entry, numbers rising within each partition
-    and in range, a producer named; not with explicit ids. :class:`IdentityError` if not."""
+    """``identity`` for an append of ``entries`` (``(partition, fields)``), checked
+    before anything is sent: one number or key per entry, numbers rising within each
+    partition and in range, a producer named; not with explicit ids.
+    :class:`IdentityError` if not."""
     if ids is not None:
         raise IdentityError("an append with explicit entry ids cannot carry an identity")
     if isinstance(identity, CallIdentity):
@@ -164,9 +182,9 @@ def checked(
         return identity
     if isinstance(identity, SequencedIdentity):
         _producer(identity.producer)
-        _count(len(identity.seqs), len(partitions), "numbers")
+        _count(len(identity.seqs), len(entries), "numbers")
         last: dict[Hashable, int] = {}
-        for n, (seq, partition) in enumerate(zip(identity.seqs, partitions, strict=True)):
+        for n, (seq, (partition, _)) in enumerate(zip(identity.seqs, entries, strict=True)):
             if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
                 raise IdentityError(f"number {n + 1} is not an int from 0 to 2**53 - 1: {seq!r}")
             before = last.get(partition)
@@ -178,7 +196,7 @@ def checked(
             last[partition] = seq
         return identity
     if isinstance(identity, KeyedIdentity):
-        _count(len(identity.keys), len(partitions), "keys")
+        _count(len(identity.keys), len(entries), "keys")
         for n, key in enumerate(identity.keys):
             if key is not None and not isinstance(key, bytes):
                 raise IdentityError(f"key {n + 1} is bytes or None, not {key!r}")
@@ -232,7 +250,7 @@ class Producer:
         self._fork = _forks
 
     def call(self) -> CallIdentity:
-        """A new call's identity; a retry of that call reuses it."""
+        """A new call's identity, for its first try (a retry: :meth:`CallIdentity.retried`)."""
         if self._fork != _forks:
             self._renew()
-        return CallIdentity(self.name, next(self._numbers))
+        return CallIdentity(self.name, next(self._numbers), first_try=True)

@@ -5,7 +5,8 @@
 -- state in the same order: its meta hash, then its two generations (kinds 'c' and 'k')
 -- or its producers hash (kind 's').
 -- ARGV[1], ARGV[2] as append.lua; ARGV[3] S; ARGV[4] the kind: 'c' (one call: ARGV[7] is
--- its field), 's' (numbered records: ARGV[7] is the producer) or 'k' (keyed records);
+-- its field; 'n' for its first try, which no stream can have yet: only remembered), 's'
+-- (numbered records: ARGV[7] is the producer) or 'k' (keyed records);
 -- ARGV[5] the window (ms); ARGV[6] the keys a generation holds; then per entry: its
 -- stream's index in KEYS, (kinds 's' and 'k') its number or 'k' .. its key ('' for none),
 -- its number of fields, its fields and values.
@@ -15,6 +16,8 @@
 -- once per stream (kind 'k': once per key).
 local streams = tonumber(ARGV[3])
 local kind, window, half, ident = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local first_try = kind == 'n'
+if first_try then kind = 'c' end
 local width = kind == 's' and 2 or 3
 local base = ARGV[2] == 'drop' and 2 * streams or streams
 local skip = kind == 'c' and 0 or 1
@@ -41,7 +44,7 @@ for n = 1, streams do
     low[n], high[n] = p and tonumber(p.low) or 0, p and tonumber(p.high) or -1
   else
     gens[n] = generations(state(n, 1), state(n, 2), state(n, 3))
-    if kind == 'c' then calls[n] = recall(gens[n], {ident})[1] end
+    if kind == 'c' and not first_try then calls[n] = recall(gens[n], {ident})[1] end
   end
 end
 
