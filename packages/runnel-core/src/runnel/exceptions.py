@@ -96,12 +96,22 @@ class PartlySent(RunnelError):
     """Some records of a send are in the store and others are not (a store that cannot
     write a batch whole: Redis Cluster, one group per partition). ``ids[i]`` is the entry
     id of record ``i`` if it is in the store, else None. ``in_doubt``: some of the others
-    may be in too (a reply was lost), else none of them is."""
+    may be in too (a reply was lost), else none of them is. ``identified``: those others
+    carry the send's identity, so sending the same call again appends none of them twice
+    (``send()`` does, ``idempotent_sends``)."""
 
-    def __init__(self, message: str, ids: list[bytes | None], in_doubt: bool = False):
+    def __init__(
+        self,
+        message: str,
+        ids: list[bytes | None],
+        in_doubt: bool = False,
+        *,
+        identified: bool = False,
+    ):
         super().__init__(message)
         self.ids = ids
         self.in_doubt = in_doubt
+        self.identified = identified
 
     @property
     def sent(self) -> list[int]:

@@ -47,8 +47,8 @@ async def resending(
         except PartitionFull:
             raise  # waited for room already (full_timeout); the ids say what is in
         except PartlySent as exc:
-            if not exc.in_doubt:
-                raise
+            if not (exc.in_doubt and exc.identified):
+                raise  # nothing in doubt, or what is may not be sent again
             failure: Exception = exc
         except Unavailable as exc:
             if isinstance(exc, NotConnected) and doubt is None:

@@ -18,25 +18,21 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
-from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
+from runnel.exceptions import Misconfigured
 from runnel.store.coordination import Coordination, ReadResult
 from runnel.store.identity import (
     DEFAULT_WINDOW,
     Appended,
-    CallIdentity,
     Identity,
-    KeyedIdentity,
     Window,
-    checked,
 )
 from runnel.store.log import Fields, PartitionId, Position
 from runnel.store.state import Commit
 from runnel.store.synclog import SyncLog
-from runnel.text import runs
 from runnel.urls import redact
-from runnel_redis import scripts
+from runnel_redis import cluster_sends, scripts
 from runnel_redis.cluster_calls import (
     ClusterScript,
 )
@@ -64,16 +60,13 @@ from runnel_redis.coordination import (
     _add_entries,
     _redis_id,
 )
-from runnel_redis.errors import user_of
-from runnel_redis.identities import identity_head, identity_marks, remembered_counts
+from runnel_redis.identities import remembered_counts
 from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.pool import WaitingCluster
-from runnel_redis.replicas import check_replicated
-from runnel_redis.seam import guarded, refusal
+from runnel_redis.seam import guarded
 from runnel_redis.transport import (
     _RAW_REPLIES,
     RedisTransport,
-    partition_full,
 )
 from runnel_redis.urls import client_url
 from runnel_redis.watch import Watch
@@ -159,96 +152,8 @@ class RedisClusterTransport(RedisTransport):
         """One append script per partition (its entries in order, whole or not at all,
         held to ``maxlen``: lua/room.lua; with an identity, checked and kept with them:
         lua/append_identified.lua), all of them in one pipeline; then WAIT on each master
-        written to. The cluster client sends a call again after a lost connection or a
-        failover: with an identity, a partition that has it already takes nothing more."""
-        if identity is not None:
-            # The cluster client sends a command again by itself (a write that failed
-            # part-way; the synchronous one also a lost reply): every try is looked up.
-            identity = checked(identity, entries, ids).retried()
-        groups: dict[str, list[int]] = {}
-        for i, (partition, _) in enumerate(entries):
-            groups.setdefault(self.partition_key(partition), []).append(i)
-        head: list[Any] = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
-        marks = identity_marks(identity) if identity is not None else None
-        calls = []
-        for key, members in groups.items():
-            partition = entries[members[0]][0]
-            keys = [key]
-            if drop_oldest:
-                keys.append(self.lost_key(partition))
-            if identity is not None:
-                sequenced = not isinstance(identity, CallIdentity | KeyedIdentity)
-                keys += self.state_keys(partition, sequenced)
-                args = identity_head(maxlen, drop_oldest, 1, identity, window)
-                for i in members:
-                    fields = entries[i][1]
-                    args += (1, len(fields)) if marks is None else (1, marks[i], len(fields))
-                    for item in fields.items():
-                        args += item
-                calls.append(_eval(scripts.APPEND_IDENTIFIED, keys, args))
-            elif ids is None:
-                args = list(head)
-                for i in members:
-                    fields = entries[i][1]
-                    args += (1, len(fields))
-                    for item in fields.items():
-                        args += item
-                calls.append(_eval(scripts.APPEND, keys, args))
-            else:
-                first = next((ids[i] for i in members if ids[i] != "*"), "")
-                args = [*head, first]
-                for i in members:
-                    fields = entries[i][1]
-                    args += (1, ids[i], len(fields))
-                    for item in fields.items():
-                        args += item
-                calls.append(_eval(scripts.APPEND_AT, keys, args))
-        written: set[str] = set()
-        if self.wait_replicas:
-            replies, acked = await self._append_and_wait(calls, list(groups))
-        else:
-            replies, acked = await _pipelined(self.cluster, calls), {}
-        out: list[bytes | None] = [None] * len(entries)
-        failed: list[tuple[str, Exception]] = []
-        duplicates = 0
-        for (key, members), reply in zip(groups.items(), replies, strict=True):
-            if isinstance(reply, Exception):
-                failed.append((key, reply))
-                continue
-            written.add(key)
-            if identity is not None:
-                duplicates += int(reply.pop())
-            for i, entry_id in zip(members, reply, strict=True):
-                out[i] = entry_id
-        if failed:
-            # A lost reply first: the one failure a caller may have to send again.
-            key, error = min(failed, key=lambda f: isinstance(f[1], ResponseError))
-            if all(str(e).startswith("RUNNELFULL ") for _, e in failed):
-                group = str(error).split(" ", 2)[2]
-                full = partition_full(entries[groups[key][0]][0], group, maxlen or 0, 0)
-                full.ids = out
-                raise full
-            if ids is not None and str(error).startswith("IDORDER") and not written:
-                raise EntryIdError(str(error).removeprefix("IDORDER ")) from None
-            if not written:
-                raise error
-            sent = [i for i, entry in enumerate(out) if entry is not None]
-            # An error reply means the script wrote nothing; a lost connection leaves it
-            # unknown whether the command ran.
-            in_doubt = any(not isinstance(e, ResponseError) for _, e in failed)
-            others = "may or may not be (the connection failed)" if in_doubt else "were not written"
-            # A refusal (a full master) as Runnel's error, so the cause says what it is.
-            cause = refusal(error, user_of(self.url)) or error
-            raise PartlySent(
-                f"{len(sent)} of {len(entries)} records are in Redis (indexes "
-                f"{runs(sent)}); "
-                f"the others {others}: {self._where(key)}: {cause}",
-                out,
-                in_doubt,
-            ) from cause
-        for node, count in acked.items():
-            check_replicated(count, self.wait_replicas, self.wait_timeout_ms, f" (master {node})")
-        return Appended(cast(list[bytes], out), duplicates)
+        written to (:mod:`runnel_redis.cluster_sends`)."""
+        return await cluster_sends.append(self, entries, maxlen, ids, drop_oldest, identity, window)
 
     async def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:
         calls = [("HDEL", self.layout.producers(*p), producer) for p in partitions]
