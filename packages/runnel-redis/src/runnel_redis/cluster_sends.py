@@ -14,7 +14,7 @@ whose plain part then loses its reply is not sent again: :attr:`PartlySent.ident
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from redis.exceptions import ClusterError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -39,8 +39,27 @@ from runnel_redis.replicas import check_replicated
 from runnel_redis.seam import refusal
 from runnel_redis.transport import partition_full
 
-if TYPE_CHECKING:
-    from runnel_redis.cluster import RedisClusterTransport
+
+class RedisClusterTransport(Protocol):
+    """What a send takes of :class:`runnel_redis.cluster.RedisClusterTransport`."""
+
+    cluster: Any
+    url: str
+    wait_replicas: int
+    wait_timeout_ms: int
+
+    def partition_key(self, partition: PartitionId) -> str: ...
+
+    def lost_key(self, partition: PartitionId) -> str: ...
+
+    def state_keys(self, partition: PartitionId, sequenced: bool) -> list[str]: ...
+
+    def _where(self, key: str) -> str: ...
+
+    async def _append_and_wait(
+        self, calls: Sequence[tuple[Any, ...]], keys: Sequence[str]
+    ) -> tuple[list[Any], dict[str, int]]: ...
+
 
 _LOST = (RedisConnectionError, RedisTimeoutError, OSError)
 """A reply that never came: the command may have run."""
