@@ -58,7 +58,9 @@ async def resending(
             doubt = failure
         if attempt == retries:
             break
-        log.warning(
+        # Info, not a warning: the outcome is what was asked (a command line prints
+        # warnings, and its one error line says it when every try fails).
+        log.info(
             "%s: the store's reply was lost (%s); sending it again under its identity, "
             "which appends nothing twice (try %d of %d)",
             what,
