@@ -166,6 +166,33 @@ async def send(
     return result
 
 
+async def send_both(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
+    """``stream.send(*records)`` in batches, each send with its call's identity and one
+    without (``idempotent_sends=False``) in turn, to two streams, each send timed: the
+    two rates from one process and one stretch of time, so that the machine's slow
+    spells hit both alike. ``total`` events each."""
+    records = [Ping(key=f"k{i}", n=i) for i in range(batch)]
+    sides = {}
+    for name, identities in (("with", True), ("without", False)):
+        app = _app(url, idempotent_sends=identities)
+        pings = app.stream(
+            f"{stream}-{name}", record=Ping, partition_by="key", partition_count=PARTITIONS
+        )
+        await pings.send(*records)  # connected, the script loaded
+        sides[name] = (app, pings)
+    spent = dict.fromkeys(sides, 0.0)
+    for n in range(total // batch):
+        order = list(sides) if n % 2 else list(reversed(sides))
+        for name in order:
+            start = now()
+            await sides[name][1].send(*records)
+            spent[name] += now() - start
+    for app, _ in sides.values():
+        await app.aclose()
+    events = total // batch * batch
+    return {"events": events, "seconds": spent["with"], "seconds_without": spent["without"]}
+
+
 async def latency(
     url: str, stream: str, group: str, warmup: int, ready: Callable[[], None]
 ) -> dict[str, Any]:
