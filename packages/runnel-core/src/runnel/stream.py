@@ -427,13 +427,14 @@ class Stream:
         oldest entries are dropped and counted as lost (docs/guide.md).
 
         Without ``identity`` or ``ids``, the append carries its call's identity when
-        ``idempotent_sends`` is on and the store has identities. An append whose every
-        entry has an identity is sent again while its reply is lost (``send_retries``)."""
+        ``idempotent_sends`` is on and the store has identities. With that setting on,
+        an append whose every entry has an identity is sent again while its reply is
+        lost (``send_retries``)."""
         settings = self.app.settings
         log = self.app.store.log
         if identity is None and ids is None and settings.idempotent_sends and log.identities:
             identity = self.app.producer.call()
-        if not covers_all(identity):
+        if not (settings.idempotent_sends and covers_all(identity)):
             sent = await self._append(entries, ids, identity)
         else:
 
