@@ -1,8 +1,9 @@
 -- What a partition remembers of appends with identities (runnel.store.identity): the
 -- functions append_identified.lua calls. Per partition, keys named by the key layout:
 --
--- meta: a hash, never expiring: 'g' the current generation (0 or 1), 't' when it began
---   (ms), 'd' duplicates dropped so far, 'c' the cursor of the producers' pruning.
+-- meta: a hash, never expiring: 'g' the current generation (0 or 1) and when it began
+--   (ms), as 'GEN MS'; 'd' duplicates dropped so far; 'c' the cursor of the producers'
+--   pruning.
 -- generations 0 and 1: hashes of call identities ('c' .. producer .. ':' .. number ->
 --   'first last count', the ids of the call's entries) and application keys ('k' .. key
 --   -> the entry's id). New ones go to the current generation; when it holds half the
@@ -25,9 +26,9 @@ end
 
 -- The generations of a partition: {meta, cur, prev, gen, start, changed}.
 local function generations(meta, g0, g1)
-  local m = redis.call('HMGET', meta, 'g', 't')
-  local gen = m[1] == '1' and 1 or 0
-  local s = {meta = meta, gen = gen, start = tonumber(m[2]) or 0, changed = false}
+  local gen, start = string.match(redis.call('HGET', meta, 'g') or '', '^(%d) (%d+)$')
+  gen = gen == '1' and 1 or 0
+  local s = {meta = meta, gen = gen, start = tonumber(start) or 0, changed = false}
   if gen == 0 then s.cur, s.prev = g0, g1 else s.cur, s.prev = g1, g0 end
   return s
 end
@@ -71,7 +72,7 @@ local function remember(s, flat, now, window, half)
     i = stop + 1
   end
   if s.changed then
-    redis.call('HSET', s.meta, 'g', s.gen, 't', decimal(s.start))
+    redis.call('HSET', s.meta, 'g', s.gen .. ' ' .. decimal(s.start))
   end
 end
 
