@@ -153,14 +153,44 @@ async def takeover(url: str, stream: str, group: str) -> dict[str, Any]:
     return {**times, "count_read": seen[0] if seen else None, "exit_code": code}
 
 
-async def send(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
-    """``stream.send(*records)`` in batches; the records are made before timing."""
-    app = _app(url)
+async def send(
+    url: str, stream: str, total: int, batch: int, identities: bool = True
+) -> dict[str, Any]:
+    """``stream.send(*records)`` in batches; the records are made before timing. Each
+    send carries its call's identity unless ``identities`` is False."""
+    app = _app(url, idempotent_sends=identities)
     pings = app.stream(stream, record=Ping, partition_by="key", partition_count=PARTITIONS)
     records = [Ping(key=f"k{i}", n=i) for i in range(batch)]
     result = await timed_batches(lambda: pings.send(*records), total, batch)
     await app.aclose()
     return result
+
+
+async def send_both(url: str, stream: str, total: int, batch: int) -> dict[str, Any]:
+    """``stream.send(*records)`` in batches, each send with its call's identity and one
+    without (``idempotent_sends=False``) in turn, to two streams, each send timed: the
+    two rates from one process and one stretch of time, so that the machine's slow
+    spells hit both alike. ``total`` events each."""
+    records = [Ping(key=f"k{i}", n=i) for i in range(batch)]
+    sides = {}
+    for name, identities in (("with", True), ("without", False)):
+        app = _app(url, idempotent_sends=identities)
+        pings = app.stream(
+            f"{stream}-{name}", record=Ping, partition_by="key", partition_count=PARTITIONS
+        )
+        await pings.send(*records)  # connected, the script loaded
+        sides[name] = (app, pings)
+    spent = dict.fromkeys(sides, 0.0)
+    for n in range(total // batch):
+        order = list(sides) if n % 2 else list(reversed(sides))
+        for name in order:
+            start = now()
+            await sides[name][1].send(*records)
+            spent[name] += now() - start
+    for app, _ in sides.values():
+        await app.aclose()
+    events = total // batch * batch
+    return {"events": events, "seconds": spent["with"], "seconds_without": spent["without"]}
 
 
 async def latency(

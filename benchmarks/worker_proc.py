@@ -47,6 +47,12 @@ def main() -> None:
     )
     parser.add_argument("--defaults", action="store_true", help="runnel drain: default join delay")
     parser.add_argument("--prefetch", type=int, help="runnel drain: default_prefetch_count")
+    parser.add_argument(
+        "--no-identities", action="store_true", help="runnel send: idempotent_sends=False"
+    )
+    parser.add_argument(
+        "--both", action="store_true", help="runnel send: with and without identities in turn"
+    )
     a = parser.parse_args()
     if a.tracing:
         runnel_side.tracing(a.tracing)
@@ -73,6 +79,10 @@ def main() -> None:
         job = side.count(a.url, a.stream, a.group, a.batch)
     elif a.action == "takeover":
         job = runnel_side.takeover(a.url, a.stream, a.group)
+    elif a.action == "send" and a.both:
+        job = runnel_side.send_both(a.url, a.stream, a.events, a.batch)
+    elif a.action == "send" and a.no_identities:
+        job = runnel_side.send(a.url, a.stream, a.events, a.batch, identities=False)
     elif a.action == "send":
         job = side.send(a.url, a.stream, a.events, a.batch)
     elif a.action == "latency":

@@ -238,6 +238,29 @@ def test_console_script_sends_and_works(project: Project) -> None:
     assert project.stream_length() == 1
 
 
+def test_status_shows_the_records_a_stream_dropped_as_sent_before(project: Project) -> None:
+    """A stream with an idempotency key: a record sent again is not appended, and
+    `runnel status` counts it for its stream, read by a processor or not."""
+    (project.dir / "keyed.py").write_text(
+        "from appmod import Ping, app, pings\n\n"
+        'audits = app.stream("audits", record=Ping, partition_by="key", partition_count=2,\n'
+        '                    idempotency_key="key")\n'
+    )
+    first = project.run("send", "keyed:audits", '{"key": "k1", "n": 1}')
+    again = project.run("send", "keyed:audits", '{"key": "k1", "n": 2}')
+    assert first.returncode == again.returncode == 0, again.stderr
+    assert first.stdout == again.stdout  # the id of the record sent first
+    assert sum(project.client.xlen(key) for key in project.partition_keys("audits", 2)) == 1
+
+    report = json.loads(project.run("status", "keyed:app", "--json").stdout)
+    assert [p["duplicates_dropped"] for p in report["processors"]] == [0, 0]
+    assert [(s["name"], s["duplicates_dropped"]) for s in report["streams"]] == [("audits", 1)]
+    text = project.run("status", "keyed:app").stdout
+    section = text.split("\nstream audits  (no processor, 2 partitions)\n", 1)[1]
+    assert section.splitlines()[0] == "  duplicates dropped: 1 (sent again, not appended twice)"
+    assert "duplicates dropped" not in text.split("\nstream audits", 1)[0]
+
+
 def test_status_shows_the_length_of_a_stream_no_processor_reads(project: Project) -> None:
     """Where docs/cli.md sends a user to check what a send put in: each partition's length."""
     (project.dir / "audited.py").write_text(
@@ -255,7 +278,11 @@ def test_status_shows_the_length_of_a_stream_no_processor_reads(project: Project
     report = json.loads(shown.stdout)
     assert [p["name"] for p in report["processors"]] == ["a", "b"]  # pings is read
     assert report["streams"] == [
-        {"name": "audits", "partitions": [{"number": n, "length": held[n]} for n in range(3)]}
+        {
+            "name": "audits",
+            "duplicates_dropped": 0,
+            "partitions": [{"number": n, "length": held[n]} for n in range(3)],
+        }
     ]
     text = project.run("status", "audited:app")
     assert text.returncode == 0, text.stderr

@@ -82,6 +82,15 @@ def admin(backend: Backend) -> LogAdmin:
 
 
 @pytest.fixture
+def identities(backend: Backend) -> Backend:
+    """The backend, if its log takes identities (optional: runnel.store.identity)."""
+    if not backend.log.identities:
+        name = type(backend.log).__name__
+        pytest.skip(f"optional part not offered: {name}.append() takes no identity")
+    return backend
+
+
+@pytest.fixture
 def sync_log(backend: Backend) -> Iterator[SyncLog]:
     found = backend.sync_log()
     if found is None:

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from runnel.store import NEW, Backend, LogAdmin, SyncLog
+from runnel.store import NEW, Backend, CallIdentity, LogAdmin, SequencedIdentity, SyncLog
 from runnel.store.synclog import LogFull, next_id
 from tests.contract.support import CONSUMER, GROUP, LONG, part
 
@@ -79,3 +79,28 @@ async def test_a_full_partition_refuses_the_append(
     assert await c.ack("x", {a: [xid for _, entries in got.entries for xid, _ in entries]}) == []
     sync_log.append([(a, fields(n)) for n in range(15, 20)], maxlen=10)
     assert await admin.lengths([a]) == {a: 10}
+
+
+async def test_appends_with_identities_take_each_record_once(
+    app: str, sync_log: SyncLog, admin: LogAdmin
+) -> None:
+    """What Spark writes through: a task run again (numbered rows) appends only what is
+    not in; a call retried is recognised whole; the reply counts the duplicates."""
+    if not sync_log.identities:
+        pytest.skip(
+            f"optional part not offered: {type(sync_log).__name__}.append() takes no identity"
+        )
+    a, b = part(app, 0), part(app, 1)
+    rows = [(a if n % 2 else b, fields(n)) for n in range(8)]
+    first = sync_log.append(rows[:5], identity=SequencedIdentity("write:1", list(range(5))))
+    assert (len(first), first.duplicates) == (5, 0)
+    again = sync_log.append(rows, identity=SequencedIdentity("write:1", list(range(8))))
+    assert again.duplicates == 5 and again[:5] == first
+    assert await admin.lengths([a, b]) == {a: 4, b: 4}
+    call = CallIdentity("driver", 1)
+    ids = sync_log.append(rows[:2], maxlen=1000, identity=call)
+    assert sync_log.append(rows[:2], maxlen=1000, identity=call) == ids
+    assert await admin.lengths([a, b]) == {a: 5, b: 5}
+    sync_log.forget_producer([a, b], "write:1")
+    assert sync_log.append(rows[:1], identity=SequencedIdentity("write:1", [0])).duplicates == 0
+    assert await admin.duplicates([a, b]) == {a: 3, b: 4}

@@ -11,7 +11,7 @@ from redis.crc import key_slot
 
 from runnel import App, Record, Stream
 from runnel.admin.status import status_report
-from runnel.exceptions import EntryIdError, Misconfigured, NotReplicated, PartlySent
+from runnel.exceptions import EntryIdError, Misconfigured, NotReplicated, PartlySent, Unavailable
 from runnel.jobs import JobStatus
 from runnel.runtime.worker import Worker
 from runnel.store.log import PartitionId
@@ -293,4 +293,36 @@ async def test_wait_replicas_on_job_enqueue_on_a_single_redis(redis_url: str) ->
     with pytest.raises(NotReplicated, match="only 0 of the 1 replicas"):
         await noop.delay(job_id="b")
     assert await noop.result("b").status() is not JobStatus.UNKNOWN, "it is stored"
+    await app.aclose()
+
+
+async def test_a_send_goes_on_while_its_partitions_slot_is_half_moved(
+    redis_cluster: RedisClusterProcesses,
+) -> None:
+    """A slot half moved holds a partition's keys on two masters: a script over several of
+    them is refused (TRYAGAIN) until the move is done, the stream alone is followed (ASK).
+    A send's part there goes in as a plain append on its first try (it is not protected
+    by its identity then); a send with keys, which cannot do without, fails until the
+    move is done, then goes in once."""
+    cluster = redis_cluster
+    app = make_app(cluster.url, name=f"hm{uuid.uuid4().hex[:6]}", send_retries=0)
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=2)
+    [k0] = keys_by_partition(pings, lambda k: Ping(key=k, n=0), 1)
+    key = pings.partitions[0].key
+    await pings.send(Ping(key=k0, n=0), keys=["first"])  # the stream and its state exist
+    slot = key_slot(key.encode())
+    source = cluster.master_of(key)
+    target = next(m for m in cluster.masters() if m.port != source.port)
+    cluster.begin_migration(slot, target)
+    cluster.move_keys(slot, source, target, limit=1)
+    [xid] = await pings.send(Ping(key=k0, n=1))
+    with pytest.raises(Unavailable):
+        await pings.send(Ping(key=k0, n=2), keys=["second"])
+    cluster.move_keys(slot, source, target)
+    cluster.finish_migration(slot, target)
+    assert len(await pings.send(Ping(key=k0, n=2), keys=["second"])) == 1
+    assert (await pings.send(Ping(key=k0, n=2), keys=["second"])).duplicates == 1
+    stored = await app.store.admin().scan(pings.partitions[0].id, None, 100)  # type: ignore[union-attr]
+    assert [pings.decode(f).n for _, f in stored] == [0, 1, 2]
+    assert xid in [x for x, _ in stored]
     await app.aclose()

@@ -227,3 +227,45 @@ async def test_dotted_app_name_end_to_end(
     assert report["leader"]
     groups = redis_client.xinfo_groups(f"__strm:{name}.pings.0")
     assert [g["name"] for g in groups] == [b"proc"]
+
+
+class Click(Record, primitive=True):
+    user: str
+    n: int
+
+
+async def test_entries_sent_with_identities_are_what_0_1_wrote_and_reads(
+    redis_url: str, app_name: str, redis_client: redis.Redis
+) -> None:
+    """A send's identity (its call, a record's key) lives in keys of its own beside the
+    partition: each entry holds exactly the fields 0.1 wrote, a 0.1 consumer (a plain
+    XREADGROUP on ``__strm:APP.STREAM.N``, the JSON in ``data``) reads every record once,
+    and a 0.1 writer appending between a send and its retry changes nothing."""
+    app = make_app(app_name, redis_url)
+    pings = app.stream("pings", record=Ping, partition_by="key", partition_count=2)
+    clicks = app.stream(
+        "clicks", record=Click, partition_by="user", partition_count=1, idempotency_key="user"
+    )
+    try:
+        records = [Ping(key=f"k{i}", n=i) for i in range(20)]
+        await pings.send(*records[:10])
+        redis_client.xadd(pings.partition_key(0), {"data": json.dumps({"key": "v01", "n": 99})})
+        await pings.send(*records[10:], keys=[f"order-{i}" for i in range(10)])
+        await pings.send(*records[10:], keys=[f"order-{i}" for i in range(10)])  # dropped
+        await clicks.send(Click(user="ada", n=1), Click(user="bob", n=2))
+        await clicks.send(Click(user="ada", n=1))  # dropped
+        read = []
+        for n in range(2):
+            key = f"__strm:{app_name}.pings.{n}"
+            redis_client.xgroup_create(key, "v01", id="0")
+            for _, entries in redis_client.xreadgroup("v01", "w", {key: ">"}) or []:
+                for _, fields in entries:
+                    assert set(fields) == {b"data"}
+                    read.append(json.loads(fields[b"data"]))
+        assert sorted(r["n"] for r in read) == [*range(20), 99]
+        key = f"__strm:{app_name}.clicks.0"
+        redis_client.xgroup_create(key, "v01", id="0")
+        [(_, [(_, first), (_, second)])] = redis_client.xreadgroup("v01", "w", {key: ">"})
+        assert (first, second) == ({b"user": b"ada", b"n": b"1"}, {b"user": b"bob", b"n": b"2"})
+    finally:
+        await app.aclose()

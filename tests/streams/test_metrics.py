@@ -234,3 +234,29 @@ async def test_no_port_no_metrics(redis_url: str, app_name: str) -> None:
         stats = running.worker.executors[0].stats
         assert stats.sample_every == 0
         assert not any(stats.timings.counts)
+
+
+async def test_records_sent_again_are_counted_as_duplicates(redis_url: str, app_name: str) -> None:
+    """A record sent again by its key is not appended: the sending process counts it in
+    runnel_duplicates_dropped_total, per app and stream."""
+    port = free_port()
+    app = make_app(app_name, redis_url, metrics_port=port, metrics_host="127.0.0.1")
+    orders = app.stream(
+        "orders", record=Ping, partition_by="key", partition_count=2, idempotency_key="key"
+    )
+
+    @app.processor(orders)
+    async def read(events):  # type: ignore[no-untyped-def]
+        async for _ in events:
+            pass
+
+    async with Running(app):
+        await orders.send(Ping(key="a", n=1), Ping(key="b", n=2))
+        again = await orders.send(Ping(key="a", n=1), Ping(key="b", n=2), Ping(key="c", n=3))
+        assert again.duplicates == 2
+        where = {"app": app_name, "stream": "orders"}
+
+        def counted(s: Samples) -> bool:
+            return total(s, "runnel_duplicates_dropped_total", **where) == 2
+
+        await scraped_until(port, counted, "the duplicates")

@@ -25,8 +25,10 @@ from runnel.processor import Processor, Processors, option_settings
 from runnel.record import Record
 from runnel.settings import Settings, zone_of
 from runnel.store.backend import Backend
+from runnel.store.identity import Producer
 from runnel.store.resolve import backend_for
-from runnel.stream import Stream
+from runnel.stream import Stream, stream_serializer
+from runnel.stream import idempotence_window as window_of
 from runnel.tables import Table, TableBase
 from runnel.text import did_you_mean
 from runnel.types import ExceptionPolicy
@@ -77,14 +79,6 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
 
 
-def _stream_serializer(record: type[Record], given: Any, default: Any) -> Serializer | None:
-    """None for a primitive record (the stream refuses one given, as runnel 0.1 did), else
-    the serializer given or the default."""
-    if record.is_primitive() and given is None:
-        return None
-    return resolve_serializer(given if given is not None else default)
-
-
 def _schedule(job: str, cron: Any, timezone: Any, missed: Any) -> Cron | None:
     """A periodic job's schedule from ``@app.job``'s options, checked (Misconfigured)."""
     if cron is None:
@@ -131,6 +125,8 @@ class App:
         """Tasks, timers and crontabs (``@app.task``, ``@app.timer``, ``@app.crontab``)."""
         self.clock: Clock = SystemClock()
         """What the job queue takes the time from; tests may put a ``ManualClock`` here."""
+        self.producer = Producer()
+        """The identity of each send's append call (``idempotent_sends``)."""
         self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connections]
         self._connections = weakref.WeakKeyDictionary()
         self._loopless: _Connections | None = None
@@ -240,12 +236,17 @@ class App:
         serializer: Serializer | str | None = None,
         hasher: Callable[[Any], int] | str | None = None,
         on_full: Literal["wait", "drop_oldest"] | None = None,
+        idempotence_window: float | None = None,
+        idempotence_keys: int | None = None,
+        idempotency_key: str | None = None,
     ) -> Stream:
         """Declare a stream of ``record`` events, partitioned by ``partition_by``.
 
         ``on_full``: when a partition is at ``partition_size`` with entries a processor
         has not acknowledged, ``"wait"`` (the default) makes a send wait for room, and
-        ``"drop_oldest"`` trims them anyway, counting each as lost (docs/guide.md)."""
+        ``"drop_oldest"`` trims them anyway, counting each as lost (docs/guide.md).
+        ``idempotency_key``: the field whose value is a record's key: a record sent twice
+        with one key is appended once within the idempotence window (docs/guide.md)."""
         _check_name("stream", name)
         s = self.settings
         if not (isinstance(record, type) and issubclass(record, Record)):
@@ -261,9 +262,15 @@ class App:
             if partition_count is None
             else partition_count,
             partition_size=s.default_partition_size if partition_size is None else partition_size,
-            serializer=_stream_serializer(record, serializer, s.default_serializer),
+            serializer=stream_serializer(record, serializer, s.default_serializer),
             hasher=s.default_hasher if hasher is None else resolve_hasher(hasher),
             on_full=s.default_on_full if on_full is None else on_full,
+            idempotence=window_of(
+                name,
+                s.default_idempotence_window if idempotence_window is None else idempotence_window,
+                s.default_idempotence_keys if idempotence_keys is None else idempotence_keys,
+            ),
+            idempotency_key=idempotency_key,
         )
         existing = self.streams.get(name)
         if existing is not None and existing.partition_count != stream.partition_count:

@@ -16,14 +16,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 from runnel.exceptions import PartitionFull
+from runnel.store.identity import Appended
 from runnel.store.log import Fields, PartitionId
 
 log = logging.getLogger("runnel.send")
 
-Append = Callable[
-    [Sequence[tuple[PartitionId, Fields]], Sequence[str] | None], Awaitable[list[bytes]]
-]
-"""The store's append, with the cap and the ``on_full`` choice already bound."""
+Append = Callable[[Sequence[int]], Awaitable[Appended]]
+"""The store's append of the send's entries at these indexes (with their ids or their
+identity), the cap and the ``on_full`` choice already bound."""
 
 FIRST_PAUSE = 0.01
 LONGEST_PAUSE = 0.5
@@ -54,16 +54,13 @@ def too_big(entries: Sequence[tuple[PartitionId, Fields]], maxlen: int) -> Parti
 
 
 async def wait_for_room(
-    append: Append,
-    entries: Sequence[tuple[PartitionId, Fields]],
-    ids: Sequence[str] | None,
-    refused: PartitionFull,
-    patience: float,
-) -> list[bytes]:
-    """Retry ``append`` of the entries ``refused`` says are not in, until all are or
-    ``patience`` seconds have passed (then :class:`PartitionFull`, saying which are in)."""
-    got: list[bytes | None] = [None] * len(entries)
-    todo = list(range(len(entries)))
+    append: Append, count: int, refused: PartitionFull, patience: float
+) -> Appended:
+    """Retry ``append`` of the ``count`` entries ``refused`` says are not in, until all
+    are or ``patience`` seconds have passed (then :class:`PartitionFull`, saying which
+    are in)."""
+    got: list[bytes | None] = [None] * count
+    todo = list(range(count))
     deadline = time.monotonic() + patience
     pause = FIRST_PAUSE
     while True:
@@ -88,15 +85,13 @@ async def wait_for_room(
         await asyncio.sleep(min(pause, left))
         pause = min(pause * 2, LONGEST_PAUSE)
         try:
-            added = await append(
-                [entries[i] for i in todo], [ids[i] for i in todo] if ids is not None else None
-            )
+            added = await append(todo)
         except PartitionFull as again:
             refused = again
             continue
         for i, xid in zip(todo, added, strict=True):
             got[i] = xid
-        return [xid for xid in got if xid is not None]
+        return Appended([xid for xid in got if xid is not None], added.duplicates)
 
 
 def _gave_up(refused: PartitionFull, got: list[bytes | None], timeout: float) -> PartitionFull:

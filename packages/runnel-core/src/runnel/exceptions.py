@@ -30,6 +30,12 @@ class EntryIdError(RunnelError, ValueError):
     order, or not above the last id of their partition (nothing was sent)."""
 
 
+class IdentityError(RunnelError, ValueError):
+    """Identities given to an append (``send(..., keys=...)``, a store's ``identity=``)
+    are malformed: not one per record, numbers not rising within a partition, given with
+    explicit entry ids (nothing was sent)."""
+
+
 class SchemaIncompatible(Misconfigured):
     """A record's schema cannot be used with the schemas already stored for its stream."""
 
@@ -89,11 +95,23 @@ class NotReplicated(RunnelError):
 class PartlySent(RunnelError):
     """Some records of a send are in the store and others are not (a store that cannot
     write a batch whole: Redis Cluster, one group per partition). ``ids[i]`` is the entry
-    id of record ``i`` if it is in the store, else None."""
+    id of record ``i`` if it is in the store, else None. ``in_doubt``: some of the others
+    may be in too (a reply was lost), else none of them is. ``identified``: those others
+    carry the send's identity, so sending the same call again appends none of them twice
+    (``send()`` does, ``idempotent_sends``)."""
 
-    def __init__(self, message: str, ids: list[bytes | None]):
+    def __init__(
+        self,
+        message: str,
+        ids: list[bytes | None],
+        in_doubt: bool = False,
+        *,
+        identified: bool = False,
+    ):
         super().__init__(message)
         self.ids = ids
+        self.in_doubt = in_doubt
+        self.identified = identified
 
     @property
     def sent(self) -> list[int]:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from runnel.jobs.portal import Portal
     from runnel.settings import Settings
     from runnel.store.backend import Backend
+    from runnel.store.identity import Producer
     from runnel.store.jobs import JobStore
 
 
@@ -38,6 +39,10 @@ class Services(Protocol):
     @property
     def store(self) -> Backend:
         """The app's store, for the running event loop."""
+
+    @property
+    def producer(self) -> Producer:
+        """The identities of the app's append calls (random per instance and process)."""
 
     @property
     def job_store(self) -> JobStore:

@@ -191,6 +191,16 @@ class Settings(_ProcessorDefaults):
     not acknowledged: wait for room (then PartitionFull), or drop them (counted as lost)."""
     full_timeout: float = Field(30.0, ge=0, description="seconds")
     """How long a send waits for room in a full partition before PartitionFull."""
+    default_idempotence_window: float = Field(3600, gt=0.001, description="seconds")
+    """How long a partition remembers the identity of an append (a send's call, a
+    record's key, a numbered producer): docs/guide.md, "Sending each record once"."""
+    default_idempotence_keys: int = Field(10_000, ge=2)
+    """The most call identities and keys one partition remembers at once."""
+    idempotent_sends: bool = True
+    """Each send carries its call's identity, and one whose reply was lost is sent
+    again (``send_retries``) without being appended twice."""
+    send_retries: int = Field(3, ge=0)
+    """How often a send whose reply was lost is sent again (``idempotent_sends``)."""
     default_serializer: Any = "json"
     default_hasher: Any = default_hasher
 

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from runnel import resend
 from runnel.backpressure import too_big, wait_for_room
 from runnel.codecs.fidelity import JSON, problem
+from runnel.codecs.resolve import resolve_serializer
 from runnel.exceptions import (
     DecodeError,
     EncodeError,
     EntryIdError,
+    IdentityError,
     Misconfigured,
     PartitionFull,
     SchemaIncompatible,
@@ -20,6 +23,15 @@ from runnel.exceptions import (
 from runnel.interfaces import Serializer
 from runnel.plugins.instruments import finish, instruments
 from runnel.record import Record
+from runnel.store.identity import (
+    DEFAULT_WINDOW,
+    Appended,
+    Identity,
+    KeyedIdentity,
+    Window,
+    covers_all,
+    key_bytes,
+)
 from runnel.store.log import Fields as EntryFields
 from runnel.store.log import PartitionId
 from runnel.types import Event, Fields, Partition
@@ -52,6 +64,8 @@ class Stream:
         serializer: Serializer | None,
         hasher: Callable[[Any], int],
         on_full: str = "wait",
+        idempotence: Window = DEFAULT_WINDOW,
+        idempotency_key: str | None = None,
     ) -> None:
         if not (isinstance(record, type) and issubclass(record, Record)):
             raise Misconfigured(
@@ -70,6 +84,13 @@ class Stream:
             raise Misconfigured(
                 f"stream {name!r}: on_full must be 'wait' or 'drop_oldest', not {on_full!r}"
             )
+        if idempotency_key is not None and idempotency_key not in record.model_fields:
+            raise Misconfigured(
+                f"stream {name!r}: idempotency_key={idempotency_key!r} "
+                f"is not a field of {record.__name__}"
+            )
+        if not isinstance(idempotence, Window):
+            raise Misconfigured(f"stream {name!r}: idempotence must be a Window")
         if record.is_primitive() and serializer is not None:
             raise Misconfigured(
                 f"stream {name!r}: {record.__name__} is a primitive record, stored as native "
@@ -85,6 +106,8 @@ class Stream:
             "serializer": serializer,
             "hasher": hasher,
             "on_full": on_full,
+            "idempotence": idempotence,
+            "idempotency_key": idempotency_key,
         }
         self.app = app
         self.name = name
@@ -93,6 +116,11 @@ class Stream:
         self.partition_count = partition_count
         self.partition_size = partition_size
         self.on_full = on_full
+        self.idempotence = idempotence
+        """How long, and how many, call identities and keys each partition remembers."""
+        self.idempotency_key = idempotency_key
+        """The record field whose value is a record's key: a record whose key its
+        partition took within :attr:`idempotence` is not appended again."""
         self.tables: list[TableBase] = []
         """The tables kept per partition of this stream (``app.table(source=...)``)."""
         self.readers: list[str] = []
@@ -289,47 +317,78 @@ class Stream:
     # Sending.
 
     async def send(
-        self, *records: Record, stream_ids: Sequence[str | bytes] | None = None
-    ) -> list[bytes]:
+        self,
+        *records: Record,
+        stream_ids: Sequence[str | bytes] | None = None,
+        keys: Sequence[Any] | None = None,
+    ) -> Appended:
         """Append records to their partitions in one round trip; return their ids.
 
         On one Redis (and in memory) a send is all or none. On a Redis Cluster each
         partition's records are, and a failure after some partitions took theirs raises
         :class:`~runnel.exceptions.PartlySent`, whose ``ids`` say which records are in.
 
+        A send carries its call's identity (``idempotent_sends``): one whose reply was
+        lost is sent again (``send_retries``) and appends nothing twice. ``keys`` (or the
+        stream's ``idempotency_key`` field) gives each record a key of the application:
+        a record whose key its partition took within the stream's idempotence window is
+        not appended again, and its id in the reply is the original one.
+        :attr:`Appended.duplicates` counts such records (docs/guide.md).
+
         ``stream_ids`` (runnel 0.1's argument) gives each record's entry id, in the same
         order: ``"*"`` lets the store pick one, else ``"MS-SEQ"`` (or ``"MS"``, meaning
         ``MS-0``) must be above every id its partition had before and above the ids sent
         before it to that partition. Any bad id raises :class:`EntryIdError` and nothing
-        is sent. Empty or None: ``"*"`` for every record.
+        is sent. Empty or None: ``"*"`` for every record. Not with keys.
         """
         if not records:
-            return []
+            return Appended()
+        if keys is None and self.idempotency_key is not None:
+            records = tuple(map(self.validate, records))
+            keys = [getattr(r, self.idempotency_key) for r in records]
         entries = self.entries(records)
         ids = None
         if stream_ids:
+            if keys is not None:
+                raise IdentityError(
+                    f"stream {self.id!r}: records with keys cannot have explicit entry ids "
+                    "(stream_ids); nothing was sent"
+                )
             try:
                 ids = explicit_ids(stream_ids, [key for key, _ in entries])
             except ValueError as exc:
                 raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
+        identity = self._keyed(keys, len(entries)) if keys is not None else None
         if True not in self._prepared:
             await self.prepare(writing=True)
         sending = instruments().sending
         if sending is not None:
             return await self._send_instrumented(
-                sending(stream=self, entries=entries), entries, ids
+                sending(stream=self, entries=entries), entries, ids, identity
             )
         try:
-            return await self.append(entries, ids)
+            return await self.append(entries, ids, identity)
         except EntryIdError as exc:
             raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
 
+    def _keyed(self, keys: Sequence[Any], count: int) -> KeyedIdentity:
+        if isinstance(keys, str | bytes) or len(keys) != count:
+            raise IdentityError(
+                f"stream {self.id!r}: give keys as a list of one key per record "
+                f"({count}); nothing was sent"
+            )
+        return KeyedIdentity([key_bytes(key) for key in keys])
+
     async def _send_instrumented(
-        self, done: list[Any], entries: list[tuple[PartitionId, Fields]], ids: list[str] | None
-    ) -> list[bytes]:
+        self,
+        done: list[Any],
+        entries: list[tuple[PartitionId, Fields]],
+        ids: list[str] | None,
+        identity: Identity | None,
+    ) -> Appended:
         """:meth:`send`'s append with plugins told of its end (tracing: the send's span)."""
         try:
-            sent = await self.append(entries, ids)
+            sent = await self.append(entries, ids, identity)
         except EntryIdError as exc:
             error = EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent")
             finish(done, None, error)
@@ -359,27 +418,69 @@ class Stream:
         return entries
 
     async def append(
-        self, entries: Sequence[tuple[PartitionId, EntryFields]], ids: Sequence[str] | None = None
-    ) -> list[bytes]:
+        self,
+        entries: Sequence[tuple[PartitionId, EntryFields]],
+        ids: Sequence[str] | None = None,
+        identity: Identity | None = None,
+    ) -> Appended:
         """Store encoded entries in this stream's partitions, held to ``partition_size``
         as ``on_full`` says: a full partition is waited for (``full_timeout``), or its
-        oldest entries are dropped and counted as lost (docs/guide.md)."""
+        oldest entries are dropped and counted as lost (docs/guide.md).
+
+        Without ``identity`` or ``ids``, the append carries its call's identity when
+        ``idempotent_sends`` is on and the store has identities. With that setting on,
+        an append whose every entry has an identity is sent again while its reply is
+        lost (``send_retries``)."""
+        settings = self.app.settings
+        log = self.app.store.log
+        if identity is None and ids is None and settings.idempotent_sends and log.identities:
+            identity = self.app.producer.call()
+        if not (settings.idempotent_sends and covers_all(identity)):
+            sent = await self._append(entries, ids, identity)
+        else:
+
+            def attempt(again: bool) -> Awaitable[Appended]:
+                assert identity is not None
+                return self._append(entries, ids, identity.retried() if again else identity)
+
+            what = f"sending {len(entries)} records to stream {self.id!r}"
+            sent = await resend.resending(attempt, settings.send_retries, what)
+        if sent.duplicates:
+            resend.duplicates[self.app.name, self.name] += sent.duplicates
+        return sent
+
+    async def _append(
+        self,
+        entries: Sequence[tuple[PartitionId, EntryFields]],
+        ids: Sequence[str] | None,
+        identity: Identity | None,
+    ) -> Appended:
         drop = self.on_full == "drop_oldest"
         maxlen = self.partition_size
         log = self.app.store.log
+        window = self.idempotence
         try:
-            return await log.append(entries, maxlen=maxlen, ids=ids, drop_oldest=drop)
+            if identity is None:
+                return await log.append(entries, maxlen=maxlen, ids=ids, drop_oldest=drop)
+            return await log.append(
+                entries, maxlen=maxlen, drop_oldest=drop, identity=identity, window=window
+            )
         except PartitionFull as refused:
             if (error := too_big(entries, maxlen)) is not None:
                 raise error from None
 
-            def again(
-                some: Sequence[tuple[PartitionId, EntryFields]], at: Sequence[str] | None
-            ) -> Awaitable[list[bytes]]:
+            def again(todo: Sequence[int]) -> Awaitable[Appended]:
+                some = [entries[i] for i in todo]
+                if identity is not None:
+                    part = identity.subset(todo)
+                    return log.append(
+                        some, maxlen=maxlen, drop_oldest=drop, identity=part, window=window
+                    )
+                at = [ids[i] for i in todo] if ids is not None else None
                 return log.append(some, maxlen=maxlen, ids=at, drop_oldest=drop)
 
             timeout = self.app.settings.full_timeout
-            return await wait_for_room(again, entries, ids, refused, timeout)
+            return await wait_for_room(again, len(entries), refused, timeout)
 
     def _encode_error(self, record: Record, index: int, count: int, exc: Exception) -> EncodeError:
         """The serializers' own :class:`EncodeError` names the field at fault; anything
@@ -390,6 +491,22 @@ class Stream:
             f"stream {self.id!r}: cannot encode {type(record).__name__}{where}, nothing was "
             f"sent: {said}"
         )
+
+
+def idempotence_window(stream: str, seconds: Any, keys: Any) -> Window:
+    """A stream's idempotence window from its arguments or the app's defaults."""
+    try:
+        return Window(float(seconds), keys)
+    except (IdentityError, TypeError, ValueError) as exc:
+        raise Misconfigured(f"stream {stream!r}: idempotence: {exc}") from None
+
+
+def stream_serializer(record: type[Record], given: Any, default: Any) -> Serializer | None:
+    """None for a primitive record (the stream refuses one given, as runnel 0.1 did), else
+    the serializer given or the default."""
+    if record.is_primitive() and given is None:
+        return None
+    return resolve_serializer(given if given is not None else default)
 
 
 MAX_ID_PART = 2**64 - 1

@@ -31,8 +31,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "scripts": ("eval", "evalsha", "script|load", "script|exists"),
     # Transactions (MULTI/EXEC of pipelines, WATCH for check-and-set) and WAIT for replicas.
     "transactions": ("multi", "exec", "discard", "watch", "unwatch", "wait"),
-    "keys": ("del", "exists", "type", "pexpire", "persist", "pttl"),
-    # The server's clock, for a job's rate limit (job_admit.lua).
+    "keys": ("del", "exists", "type", "pexpire", "pexpireat", "persist", "pttl"),
+    # The server's clock, for a job's rate limit (job_admit.lua) and the idempotence
+    # window of appends with identities (identities.lua).
     "clock": ("time",),
     "strings": ("get", "set", "mget"),
     "hashes": (

@@ -18,18 +18,21 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
-from runnel.exceptions import EntryIdError, Misconfigured, PartlySent
-from runnel.jobs.model import NewJob
-from runnel.jobs.queues import DEFAULT_QUEUE
+from runnel.exceptions import Misconfigured
 from runnel.store.coordination import Coordination, ReadResult
+from runnel.store.identity import (
+    DEFAULT_WINDOW,
+    Appended,
+    Identity,
+    Window,
+)
 from runnel.store.log import Fields, PartitionId, Position
 from runnel.store.state import Commit
 from runnel.store.synclog import SyncLog
-from runnel.text import runs
 from runnel.urls import redact
-from runnel_redis import scripts
+from runnel_redis import cluster_sends, scripts
 from runnel_redis.cluster_calls import (
     ClusterScript,
 )
@@ -49,6 +52,7 @@ from runnel_redis.cluster_calls import (
     then_wait as _then_wait,
 )
 from runnel_redis.cluster_log import ClusterLog
+from runnel_redis.cluster_stores import ClusterJobStore, ClusterSchemaStore
 from runnel_redis.commits import CAP, RELAYED, TARGET, commit_arguments
 from runnel_redis.coordination import (
     RedisCoordination,
@@ -56,17 +60,13 @@ from runnel_redis.coordination import (
     _add_entries,
     _redis_id,
 )
-from runnel_redis.errors import user_of
-from runnel_redis.jobs import RedisJobStore
+from runnel_redis.identities import remembered_counts
 from runnel_redis.layout import Cluster, KeyLayout
 from runnel_redis.pool import WaitingCluster
-from runnel_redis.replicas import check_replicated
-from runnel_redis.schemas import RedisSchemaStore
-from runnel_redis.seam import guarded, refusal
+from runnel_redis.seam import guarded
 from runnel_redis.transport import (
     _RAW_REPLIES,
     RedisTransport,
-    partition_full,
 )
 from runnel_redis.urls import client_url
 from runnel_redis.watch import Watch
@@ -145,80 +145,44 @@ class RedisClusterTransport(RedisTransport):
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
         drop_oldest: bool = False,
-    ) -> list[bytes]:
+        *,
+        identity: Identity | None = None,
+        window: Window = DEFAULT_WINDOW,
+    ) -> Appended:
         """One append script per partition (its entries in order, whole or not at all,
-        held to ``maxlen``: lua/room.lua), all of them in one pipeline; then WAIT on each
-        master written to."""
-        groups: dict[str, list[int]] = {}
-        for i, (partition, _) in enumerate(entries):
-            groups.setdefault(self.partition_key(partition), []).append(i)
-        head: list[Any] = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
-        calls = []
-        for key, members in groups.items():
-            keys = [key]
-            if drop_oldest:
-                keys.append(self.lost_key(entries[members[0]][0]))
-            if ids is None:
-                args: list[Any] = list(head)
-                for i in members:
-                    fields = entries[i][1]
-                    args += (1, len(fields))
-                    for item in fields.items():
-                        args += item
-                calls.append(_eval(scripts.APPEND, keys, args))
-            else:
-                first = next((ids[i] for i in members if ids[i] != "*"), "")
-                args = [*head, first]
-                for i in members:
-                    fields = entries[i][1]
-                    args += (1, ids[i], len(fields))
-                    for item in fields.items():
-                        args += item
-                calls.append(_eval(scripts.APPEND_AT, keys, args))
-        written: set[str] = set()
-        if self.wait_replicas:
-            replies, acked = await self._append_and_wait(calls, list(groups))
-        else:
-            replies, acked = await _pipelined(self.cluster, calls), {}
-        out: list[bytes | None] = [None] * len(entries)
-        failed: list[tuple[str, Exception]] = []
-        for (key, members), reply in zip(groups.items(), replies, strict=True):
-            if isinstance(reply, Exception):
-                failed.append((key, reply))
-                continue
-            written.add(key)
-            for i, entry_id in zip(members, reply, strict=True):
-                out[i] = entry_id
-        if failed:
-            key, error = failed[0]
-            if all(str(e).startswith("RUNNELFULL ") for _, e in failed):
-                group = str(error).split(" ", 2)[2]
-                full = partition_full(entries[groups[key][0]][0], group, maxlen or 0, 0)
-                full.ids = out
-                raise full
-            if ids is not None and str(error).startswith("IDORDER") and not written:
-                raise EntryIdError(str(error).removeprefix("IDORDER ")) from None
-            if not written:
-                raise error
-            sent = [i for i, entry in enumerate(out) if entry is not None]
-            # An error reply means the script wrote nothing; a lost connection leaves it
-            # unknown whether the command ran.
-            others = (
-                "were not written"
-                if isinstance(error, ResponseError)
-                else "may or may not be (the connection failed)"
-            )
-            # A refusal (a full master) as Runnel's error, so the cause says what it is.
-            cause = refusal(error, user_of(self.url)) or error
-            raise PartlySent(
-                f"{len(sent)} of {len(entries)} records are in Redis (indexes "
-                f"{runs(sent)}); "
-                f"the others {others}: {self._where(key)}: {cause}",
-                out,
-            ) from cause
-        for node, count in acked.items():
-            check_replicated(count, self.wait_replicas, self.wait_timeout_ms, f" (master {node})")
-        return cast(list[bytes], out)
+        held to ``maxlen``: lua/room.lua; with an identity, checked and kept with them:
+        lua/append_identified.lua), all of them in one pipeline; then WAIT on each master
+        written to (:mod:`runnel_redis.cluster_sends`)."""
+        return await cluster_sends.append(self, entries, maxlen, ids, drop_oldest, identity, window)
+
+    async def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:
+        calls = [("HDEL", self.layout.producers(*p), producer) for p in partitions]
+        _raise_first(await _pipelined(self.cluster, calls))
+
+    async def duplicates(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        calls = [("HGET", self.layout.identities(*p), "d") for p in partitions]
+        replies = await _pipelined(self.cluster, calls)
+        _raise_first(replies)
+        return {p: int(n or 0) for p, n in zip(partitions, replies, strict=True)}
+
+    async def remembered(
+        self, partitions: Sequence[PartitionId]
+    ) -> dict[PartitionId, tuple[int, int]]:
+        """As on one Redis, each partition's reads and the clock on its own master."""
+        out = {}
+        for partition in partitions:
+            calls: list[tuple[Any, ...]] = [
+                ("TIME", {"target_nodes": self.node_of(self.partition_key(partition))}),
+                ("HLEN", self.layout.identity_keys(*partition, 0)),
+                ("HLEN", self.layout.identity_keys(*partition, 1)),
+                ("HGETALL", self.layout.producers(*partition)),
+            ]
+            await self.cluster.initialize()
+            replies = await _pipelined(self.cluster, calls)
+            _raise_first(replies)
+            replies[3] = _pairs(tuple(replies[3])) if isinstance(replies[3], list) else replies[3]
+            out.update(remembered_counts([partition], replies))
+        return out
 
     async def _append_and_wait(
         self, calls: Sequence[tuple[Any, ...]], keys: Sequence[str]
@@ -488,72 +452,3 @@ class ClusterCoordination(RedisCoordination):
         _raise_first(replies)
         await self._cluster.execute_command("XDEL", outbox, *[xid for xid, _ in entries])
         return sum(int(n) for n in replies)
-
-
-_JOB_SCRIPTS = (
-    "_enqueue _take _take_queues _finish _promote _abandoned _forget _replay _purge _settle"
-    " _cancel _progress"
-).split()
-
-
-@guarded
-class ClusterJobStore(RedisJobStore):
-    """The job queue: every key of an app's queue carries the app's tag, so the queue is
-    in one slot and its scripts run unchanged, called through the cluster client."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        client = cast(RedisCluster, self.redis)
-        self._cluster = client
-        for name in _JOB_SCRIPTS:
-            setattr(self, name, ClusterScript(client, getattr(self, name).text))
-
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
-        args: list[Any] = [self.prefix]
-        for job in jobs:
-            args += (
-                job.id,
-                job.payload,
-                b"%d" % (job.created * 1000),
-                b"" if job.due is None else b"%d" % (job.due * 1000),
-                job.name,
-                job.codec,
-                job.retries,
-                1 if job.results else 0,
-                "" if job.queue == DEFAULT_QUEUE else job.queue,
-            )
-        if not self.wait_replicas:
-            added = await self._enqueue(self._queue_keys, args)
-            return [bool(x) for x in added]
-        call = _eval(cast(ClusterScript, self._enqueue).text, self._queue_keys, args)
-        await self._cluster.initialize()
-        node = self._cluster.get_node_from_key(self.queue)
-        if node is None:
-            raise ConnectionError(f"no master known for {self.queue}")
-        [added], acknowledged = await _then_wait(
-            self._cluster, node, [call], self.wait_replicas, self.wait_timeout_ms
-        )
-        if isinstance(added, Exception):
-            raise added
-        check_replicated(
-            acknowledged, self.wait_replicas, self.wait_timeout_ms, f" (master {node.name})"
-        )
-        return [bool(x) for x in added]
-
-
-@guarded
-class ClusterSchemaStore(RedisSchemaStore):
-    """Schemas of a stream in one hash; an add is checked against what was read by a
-    script (the hash only grows, so an unchanged length means nothing was added)."""
-
-    async def add(self, fingerprint: str, schema: str, check: Any) -> dict[str, str]:
-        while True:
-            stored = await self.all()
-            if fingerprint in stored:
-                return stored
-            check(stored)
-            done = await self.redis.execute_command(
-                "EVAL", scripts.ADD_IF_LENGTH, 1, self.key, len(stored), fingerprint, schema
-            )
-            if done:
-                return {**stored, fingerprint: schema}

@@ -10,8 +10,10 @@ With the transport's ``wait_replicas``, each master's appends are followed by ``
 on the same connection, and too few replicas raise
 :class:`runnel.exceptions.NotReplicated` as a send does.
 
-The cluster client keeps its retries (they follow MOVED, ASK and failovers); an append
-whose reply was lost may then be applied twice, which at-least-once delivery allows.
+The cluster client keeps its retries (they follow MOVED, ASK and failovers), and sends
+again a command whose reply was lost: an append without an identity may then be applied
+twice, which at-least-once delivery allows; one with an identity is recognised by the
+partition, which appends it once (runnel.store.identity).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
+from runnel.store.identity import DEFAULT_WINDOW, Appended, Identity, Window, checked
 from runnel.store.log import Fields, PartitionId
 from runnel.store.synclog import Entries, Extent, PartlyAppended, next_id
 from runnel.text import plural
 from runnel.urls import redact
 from runnel_redis import scripts
+from runnel_redis.identities import identity_head, identity_marks
 from runnel_redis.layout import Cluster
 from runnel_redis.replicas import check_replicated
 from runnel_redis.synclog import KeyedLog, extent_calls, extents_of, full_partition
@@ -143,23 +147,41 @@ class ClusterLog(KeyedLog):
         entries: Sequence[tuple[PartitionId, Fields]],
         maxlen: int | None = None,
         drop_oldest: bool = False,
-    ) -> None:
-        """One APPEND call per partition (its entries in order, whole or not at all), in
-        one pipeline; :class:`PartlyAppended` when some partitions' parts are in and
-        others not."""
+        *,
+        identity: Identity | None = None,
+        window: Window = DEFAULT_WINDOW,
+    ) -> Appended:
+        """One APPEND call per partition (its entries in order, whole or not at all;
+        with an identity, APPEND_IDENTIFIED), in one pipeline; :class:`PartlyAppended`
+        when some partitions' parts are in and others not. The cluster client sends a
+        call again after a lost connection or a failover: with an identity, a partition
+        that has it already takes nothing more."""
         if not entries:
-            return
+            return Appended()
+        if identity is not None:
+            # The cluster client sends a command again by itself (a write that failed
+            # part-way; the synchronous one also a lost reply): every try is looked up.
+            identity = checked(identity, entries).retried()
+        marks = identity_marks(identity) if identity is not None else None
         groups: dict[PartitionId, list[Any]] = {}
-        head = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
-        for partition, fields in entries:
+        members: dict[PartitionId, list[int]] = {}
+        for i, (partition, fields) in enumerate(entries):
             args = groups.get(partition)
             if args is None:
-                args = groups[partition] = list(head)
-            args += (1, len(fields))
+                members[partition] = []
+                head: list[Any]
+                if identity is None:
+                    head = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
+                else:
+                    head = identity_head(maxlen, drop_oldest, 1, identity, window)
+                args = groups[partition] = head
+            members[partition].append(i)
+            args += (1, len(fields)) if marks is None else (1, marks[i], len(fields))
             for item in fields.items():
                 args += item
+        text = scripts.APPEND if identity is None else scripts.APPEND_IDENTIFIED
         calls = [
-            ("EVAL", scripts.APPEND, *self._append_keys(partition, drop_oldest), *args)
+            ("EVAL", text, *self._append_keys(partition, drop_oldest, identity), *args)
             for partition, args in groups.items()
         ]
         what = f"appending {plural(len(entries), 'entry', 'entries')} to "
@@ -189,7 +211,7 @@ class ClusterLog(KeyedLog):
                 for node, count in self._acked.items():
                     where = f" (master {node})"
                     check_replicated(count, self.wait_replicas, self.wait_timeout_ms, where)
-            return
+            return _gathered(len(entries), members, replies, identity is not None)
         if not written:
             full = full_partition(first_error, list(groups), maxlen)
             if full is not None and not unknown:
@@ -204,10 +226,22 @@ class ClusterLog(KeyedLog):
         )
         raise PartlyAppended(message, written, refused, unknown) from first_error
 
-    def _append_keys(self, partition: PartitionId, drop_oldest: bool) -> list[Any]:
-        """The key count and keys of one partition's append (lua/append.lua)."""
-        key = self._key(partition)
-        return [2, key, self.layout.lost(*partition)] if drop_oldest else [1, key]
+    def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:
+        what = f"forgetting producer {producer!r}"
+        calls = [("HDEL", self.layout.producers(*p), producer) for p in partitions]
+        self._raise_first(self._pipelined(calls, what), what)
+
+    def _append_keys(
+        self, partition: PartitionId, drop_oldest: bool, identity: Identity | None
+    ) -> list[Any]:
+        """The key count and keys of one partition's append (lua/append.lua, or with an
+        identity lua/append_identified.lua)."""
+        keys = [self._key(partition)]
+        if drop_oldest:
+            keys.append(self.layout.lost(*partition))
+        if identity is not None:
+            keys += self._state_keys(partition, identity)
+        return [len(keys), *keys]
 
     def _raise_first(self, replies: Sequence[Any], what: str) -> None:
         for reply in replies:
@@ -218,6 +252,20 @@ class ClusterLog(KeyedLog):
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def _gathered(
+    count: int, members: dict[PartitionId, list[int]], replies: Sequence[Any], identified: bool
+) -> Appended:
+    """The ids of ``count`` entries from each partition's reply (and its duplicates)."""
+    ids: list[bytes] = [b""] * count
+    duplicates = 0
+    for indexes, reply in zip(members.values(), replies, strict=True):
+        if identified:
+            duplicates += int(reply[-1])
+        for i, entry_id in zip(indexes, reply, strict=False):
+            ids[i] = entry_id
+    return Appended(ids, duplicates)
 
 
 def _numbers(partitions: Sequence[PartitionId]) -> str:

@@ -15,6 +15,23 @@ def lost(app: str, stream: str, number: int) -> str:
     return f"__lost:{app}.{stream}.{number}"
 
 
+def identities(app: str, stream: str, number: int) -> str:
+    """A hash of the partition's identity state: its current generation of keys and when
+    it began, its count of duplicates dropped (not a runnel 0.1 key)."""
+    return f"__idem:{app}.{stream}.{number}"
+
+
+def identity_keys(app: str, stream: str, number: int, generation: int) -> str:
+    """One of the partition's two generations of remembered call identities and keys (a
+    hash, expiring; not a runnel 0.1 key)."""
+    return f"__idem:{app}.{stream}.{number}.k{generation}"
+
+
+def producers(app: str, stream: str, number: int) -> str:
+    """The partition's sequenced producers: producer -> its state (a hash, expiring)."""
+    return f"__idem:{app}.{stream}.{number}.seq"
+
+
 def table(app: str, table: str, number: int) -> str:
     """A table's state on partition ``number`` of its source stream: a hash of encoded
     keys to encoded values (not a runnel 0.1 key)."""

@@ -5,8 +5,9 @@ hash to one slot. Runnel's atomic steps touch keys in three groups, so the clust
 gives every key of a group one hash tag (the text between the first ``{`` and the next
 ``}``, which alone decides the slot):
 
-- a partition: its stream and every processor's lock of it (the fenced read, the fenced
-  ack and the lock check before a read take a lock and its stream together);
+- a partition: its stream, every processor's lock of it (the fenced read, the fenced
+  ack and the lock check before a read take a lock and its stream together) and its
+  identity state (an append with identities checks and writes it with the stream);
 - a processor of a stream: membership, control stream, admin lock, heartbeats, quarantine;
 - an app: the leader key and every ``__jobs`` key, those of every named job queue
   included (the job scripts build job, result and named queues' keys from the prefix
@@ -69,6 +70,18 @@ class KeyLayout(ABC):
     @abstractmethod
     def lost(self, app: str, stream: str, number: int) -> str:
         """The partition's count of entries trimmed unread, per group (same slot)."""
+
+    @abstractmethod
+    def identities(self, app: str, stream: str, number: int) -> str:
+        """The partition's identity state: generation, its start, duplicates (same slot)."""
+
+    @abstractmethod
+    def identity_keys(self, app: str, stream: str, number: int, generation: int) -> str:
+        """Generation 0 or 1 of the call identities and keys it remembers (same slot)."""
+
+    @abstractmethod
+    def producers(self, app: str, stream: str, number: int) -> str:
+        """The partition's sequenced producers' state (same slot)."""
 
     @abstractmethod
     def membership(self, app: str, stream: str, processor: str) -> str: ...
@@ -153,6 +166,15 @@ class Classic(KeyLayout):
 
     def lost(self, app: str, stream: str, number: int) -> str:
         return keys.lost(app, stream, number)
+
+    def identities(self, app: str, stream: str, number: int) -> str:
+        return keys.identities(app, stream, number)
+
+    def identity_keys(self, app: str, stream: str, number: int, generation: int) -> str:
+        return keys.identity_keys(app, stream, number, generation)
+
+    def producers(self, app: str, stream: str, number: int) -> str:
+        return keys.producers(app, stream, number)
 
     def table(self, app: str, stream: str, table: str, number: int) -> str:
         return keys.table(app, table, number)
@@ -257,6 +279,15 @@ class Cluster(KeyLayout):
 
     def lost(self, app: str, stream: str, number: int) -> str:
         return f"__lost:{{{self.partition_tag(app, stream, number)}}}"
+
+    def identities(self, app: str, stream: str, number: int) -> str:
+        return f"__idem:{{{self.partition_tag(app, stream, number)}}}"
+
+    def identity_keys(self, app: str, stream: str, number: int, generation: int) -> str:
+        return f"__idem:{{{self.partition_tag(app, stream, number)}}}.k{generation}"
+
+    def producers(self, app: str, stream: str, number: int) -> str:
+        return f"__idem:{{{self.partition_tag(app, stream, number)}}}.seq"
 
     def table(self, app: str, stream: str, table: str, number: int) -> str:
         return f"__tabl:{{{self.partition_tag(app, stream, number)}}}.{table}"

@@ -133,10 +133,11 @@ class Script:
 def pack_entries(
     entries: Iterable[tuple[str, Mapping[Any, Any]]],
     streams: dict[str, int],
-    ids: Sequence[str] | None = None,
+    ids: Sequence[Arg] | None = None,
 ) -> tuple[bytes, int]:
     """The append scripts' arguments for ``(key, fields)`` entries (lua/append.lua; with
-    ``ids``, lua/append_at.lua's), packed, and their number; fills ``streams`` with each
+    ``ids``, lua/append_at.lua's, or lua/append_identified.lua's with each entry's mark
+    in place of its id), packed, and their number; fills ``streams`` with each
     key's index. Small numbers and field names repeat on every entry, so their packed
     forms are kept."""
     out: list[bytes] = []

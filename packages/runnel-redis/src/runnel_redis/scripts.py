@@ -58,6 +58,8 @@ ADD_IF_LENGTH = lua("add_if_length")
 # Appending to partition streams held to their size: lua/room.lua, then the append.
 APPEND = lua("room") + lua("append")
 APPEND_AT = lua("room") + lua("append_at")
+# An append with an identity (runnel.store.identity), its state kept by lua/identities.lua.
+APPEND_IDENTIFIED = lua("room") + lua("identities") + lua("append_identified")
 
 # The job queue (jobs.py).
 # Committing table writes with their acknowledgements (tables: runnel/store/state.py).

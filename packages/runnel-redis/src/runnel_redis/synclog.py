@@ -16,17 +16,28 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
 
+from runnel.store.identity import (
+    DEFAULT_WINDOW,
+    Appended,
+    CallIdentity,
+    Identity,
+    KeyedIdentity,
+    Window,
+    checked,
+)
 from runnel.store.log import Fields, PartitionId
 from runnel.store.synclog import Entries, Extent, LogError, LogFull, SyncLog, next_id
 from runnel.urls import redact
 from runnel_redis import resp, scripts
+from runnel_redis.identities import identity_head, identity_marks
 from runnel_redis.layout import Classic, KeyLayout, layout_for
 
 _RAW = ("XRANGE", "XREVRANGE", "XLEN")
 _EVALSHA_APPEND = resp.arguments(("EVALSHA", hashlib.sha1(scripts.APPEND.encode()).hexdigest()))
 _EVAL_APPEND = resp.arguments(("EVAL", scripts.APPEND))
-_KEEP = resp.arguments((b"",))
-_DROP = resp.arguments((b"drop",))
+_IDENTIFIED = scripts.APPEND_IDENTIFIED
+_EVALSHA_IDENTIFIED = resp.arguments(("EVALSHA", hashlib.sha1(_IDENTIFIED.encode()).hexdigest()))
+_EVAL_IDENTIFIED = resp.arguments(("EVAL", _IDENTIFIED))
 
 
 class KeyedLog(SyncLog):
@@ -45,6 +56,14 @@ class KeyedLog(SyncLog):
 
     def _failed(self, what: str, exc: Exception) -> LogError:
         return LogError(f"{redact(self.url)}: {what} failed ({type(exc).__name__}: {exc})")
+
+    def _state_keys(self, partition: PartitionId, identity: Identity) -> list[str]:
+        """A partition's identity state, as lua/append_identified.lua takes it."""
+        layout = self.layout
+        if isinstance(identity, CallIdentity | KeyedIdentity):
+            generations = [layout.identity_keys(*partition, g) for g in (0, 1)]
+            return [layout.identities(*partition), *generations]
+        return [layout.identities(*partition), layout.producers(*partition)]
 
 
 def extent_calls(keys: Iterable[str]) -> list[tuple[Any, ...]]:
@@ -148,23 +167,36 @@ class RedisLog(KeyedLog):
         entries: Sequence[tuple[PartitionId, Fields]],
         maxlen: int | None = None,
         drop_oldest: bool = False,
-    ) -> None:
+        *,
+        identity: Identity | None = None,
+        window: Window = DEFAULT_WINDOW,
+    ) -> Appended:
         if not entries:
-            return
+            return Appended()
+        if identity is not None:
+            identity = checked(identity, entries)
+        marks = identity_marks(identity) if identity is not None else None
         streams: dict[str, int] = {}
-        packed, count = resp.pack_entries([(self._key(p), f) for p, f in entries], streams)
+        packed, count = resp.pack_entries([(self._key(p), f) for p, f in entries], streams, marks)
+        by_key = {self._key(p): p for p, _ in entries}
         keys = list(streams)
         if drop_oldest:
-            by_key = {self._key(p): p for p, _ in entries}
             keys += [self.layout.lost(*by_key[key]) for key in streams]
-        cap = resp.arguments((maxlen if maxlen is not None else b"",))
-        head = resp.header(5 + len(keys) + count)
-        tail = resp.arguments((len(keys), *keys)) + cap + (_DROP if drop_oldest else _KEEP) + packed
+        if identity is None:
+            head = [maxlen if maxlen is not None else b"", b"drop" if drop_oldest else b""]
+            sha, text = _EVALSHA_APPEND, _EVAL_APPEND
+        else:
+            for key in streams:
+                keys += self._state_keys(by_key[key], identity)
+            head = identity_head(maxlen, drop_oldest, len(streams), identity, window)
+            sha, text = _EVALSHA_IDENTIFIED, _EVAL_IDENTIFIED
+        start = resp.header(3 + len(keys) + len(head) + count)
+        tail = resp.arguments((len(keys), *keys, *head)) + packed
         try:
             try:
-                self._exchange(head + _EVALSHA_APPEND + tail)
+                reply = self._exchange(start + sha + tail)
             except NoScriptError:
-                self._exchange(head + _EVAL_APPEND + tail)
+                reply = self._exchange(start + text + tail)
         except ResponseError as exc:
             full = full_partition(exc, list(dict.fromkeys(p for p, _ in entries)), maxlen)
             if full is None:
@@ -172,6 +204,19 @@ class RedisLog(KeyedLog):
             raise full from None
         except RedisError as exc:
             raise self._failed(f"appending {len(entries)} entries", exc) from exc
+        if identity is None:
+            return Appended(reply)
+        duplicates = reply.pop()
+        return Appended(reply, int(duplicates))
+
+    def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:
+        try:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for partition in partitions:
+                    pipe.hdel(self.layout.producers(*partition), producer)
+                pipe.execute()
+        except RedisError as exc:
+            raise self._failed(f"forgetting producer {producer!r}", exc) from exc
 
     def _exchange(self, packed: bytes) -> Any:
         """One packed command on a pooled connection; a connection left in doubt is closed."""

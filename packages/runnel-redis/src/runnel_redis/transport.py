@@ -12,11 +12,21 @@ from redis.exceptions import ResponseError
 
 from runnel.exceptions import EntryIdError, PartitionFull
 from runnel.store.backend import Backend
+from runnel.store.identity import (
+    DEFAULT_WINDOW,
+    Appended,
+    CallIdentity,
+    Identity,
+    KeyedIdentity,
+    Window,
+    checked,
+)
 from runnel.store.log import Fields, Log, LogAdmin, PartitionId
 from runnel.store.synclog import SyncLog
 from runnel.urls import redact
 from runnel_redis import errors, pool, resp, scripts
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
+from runnel_redis.identities import identity_head, identity_marks, remembered_counts
 from runnel_redis.layout import Classic, KeyLayout
 from runnel_redis.replicas import check_replicated
 from runnel_redis.schemas import RedisSchemaStore
@@ -55,10 +65,14 @@ class RedisTransport(Backend, Log, LogAdmin):
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = max(1, int(wait_timeout * 1000))
         self._keys: dict[PartitionId, str] = {}
+        self._partitions: dict[str, PartitionId] = {}
+        """The partition of each key :meth:`partition_key` gave (the same names)."""
         self._client: Any = None
         self._ensure_group: resp.Script | None = None
         self._append: resp.Script | None = None
         self._append_at: resp.Script | None = None
+        self._identified: resp.Script | None = None
+        self._state_keys: dict[tuple[PartitionId, bool], list[str]] = {}
         self.redis = self._connect(client_options)
         self.log = self
 
@@ -92,6 +106,7 @@ class RedisTransport(Backend, Log, LogAdmin):
         key = self._keys.get(partition)
         if key is None:
             key = self._keys[partition] = self.layout.partition(*partition)
+            self._partitions[key] = partition
         return key
 
     def lost_key(self, partition: PartitionId) -> str:
@@ -103,9 +118,17 @@ class RedisTransport(Backend, Log, LogAdmin):
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
         drop_oldest: bool = False,
-    ) -> list[bytes]:
+        *,
+        identity: Identity | None = None,
+        window: Window = DEFAULT_WINDOW,
+    ) -> Appended:
         """One script call (lua/append.lua): the batch is appended whole or not at all, in
-        one command and one reply, each partition held to ``maxlen`` (lua/room.lua)."""
+        one command and one reply, each partition held to ``maxlen`` (lua/room.lua).
+        With an identity, lua/append_identified.lua, which keeps each partition's
+        identity state beside it (lua/identities.lua)."""
+        if identity is not None:
+            identity = checked(identity, entries, ids)
+            return await self._append_identified(entries, maxlen, drop_oldest, identity, window)
         key_of = self.partition_key
         streams: dict[str, int] = {}
         body, count = resp.pack_entries(((key_of(p), f) for p, f in entries), streams, ids)
@@ -134,7 +157,85 @@ class RedisTransport(Backend, Log, LogAdmin):
             raise self._refused(added, entries, maxlen)
         if wait:
             check_replicated(int(replies[1]), self.wait_replicas, self.wait_timeout_ms)
-        return cast(list[bytes], added)
+        return Appended(added)
+
+    async def _append_identified(
+        self,
+        entries: Sequence[tuple[PartitionId, Fields]],
+        maxlen: int | None,
+        drop_oldest: bool,
+        identity: Identity,
+        window: Window,
+    ) -> Appended:
+        key_of = self.partition_key
+        streams: dict[str, int] = {}
+        body, count = resp.pack_entries(
+            ((key_of(p), f) for p, f in entries), streams, identity_marks(identity)
+        )
+        parts = self._partitions
+        keys = list(streams)
+        if drop_oldest:
+            keys += [self.lost_key(parts[key]) for key in streams]
+        sequenced = not isinstance(identity, CallIdentity | KeyedIdentity)
+        for key in streams:
+            keys += self.state_keys(parts[key], sequenced)
+        head = identity_head(maxlen, drop_oldest, len(streams), identity, window)
+        script = self._identified
+        if script is None:
+            script = self._identified = resp.Script(self.redis, scripts.APPEND_IDENTIFIED)
+        wait = b""
+        if self.wait_replicas:
+            wait = resp.command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+        replies = await script.exchange(
+            keys, len(head) + count, resp.arguments(head) + body, wait, 1 if wait else 0
+        )
+        added = replies[0]
+        if isinstance(added, ResponseError):
+            raise self._refused(added, entries, maxlen)
+        if wait:
+            check_replicated(int(replies[1]), self.wait_replicas, self.wait_timeout_ms)
+        duplicates = added.pop()
+        return Appended(added, int(duplicates))
+
+    def state_keys(self, partition: PartitionId, sequenced: bool) -> list[str]:
+        """A partition's identity state (lua/identities.lua): its meta hash, then its
+        two generations, or (``sequenced``) its producers."""
+        found = self._state_keys.get((partition, sequenced))
+        if found is None:
+            layout = self.layout
+            found = [layout.identities(*partition)]
+            if sequenced:
+                found.append(layout.producers(*partition))
+            else:
+                found += [layout.identity_keys(*partition, g) for g in (0, 1)]
+            self._state_keys[(partition, sequenced)] = found
+        return found
+
+    async def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in partitions:
+                pipe.hdel(self.layout.producers(*partition), producer)
+            await pipe.execute()
+
+    async def duplicates(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for partition in partitions:
+                pipe.hget(self.layout.identities(*partition), "d")
+            counts = await pipe.execute()
+        return {p: int(n or 0) for p, n in zip(partitions, counts, strict=True)}
+
+    async def remembered(
+        self, partitions: Sequence[PartitionId]
+    ) -> dict[PartitionId, tuple[int, int]]:
+        layout = self.layout
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.time()
+            for partition in partitions:
+                pipe.hlen(layout.identity_keys(*partition, 0))
+                pipe.hlen(layout.identity_keys(*partition, 1))
+                pipe.hgetall(layout.producers(*partition))
+            replies = await pipe.execute()
+        return remembered_counts(partitions, replies)
 
     def _refused(
         self, reply: ResponseError, entries: Sequence[tuple[PartitionId, Fields]], maxlen: Any

@@ -25,7 +25,8 @@ def _state(owner: str | None, quarantine: Quarantine | None) -> str:
 async def status_report(app: Declarations) -> dict[str, Any]:
     """What ``runnel status --json`` prints: the app, its leader and key layout; each
     processor's executors and each partition's owner, lag, pending, lost and state; the
-    length of each partition of a stream no processor reads."""
+    length of each partition of a stream no processor reads; for each stream, the
+    records sends gave it that it had already (duplicates dropped)."""
     store = app.store
     admin = admin_of(store)
     report: dict[str, Any] = {
@@ -49,6 +50,7 @@ async def status_report(app: Declarations) -> dict[str, Any]:
             {
                 "name": proc.name,
                 "stream": stream.name,
+                "duplicates_dropped": sum((await admin.duplicates(keys)).values()),
                 "executors": [
                     {
                         "id": ex_id,
@@ -84,12 +86,14 @@ async def _unread(app: Declarations, stream: Stream) -> dict[str, Any]:
     """A stream no processor reads: how much each partition holds (what sending it put
     there, less any trimming), the one number that shows whether a send went in."""
     keys = [p.id for p in stream.partitions]
+    admin = admin_of(app.store)
     try:
-        lengths: dict[PartitionId, int | None] = dict(await admin_of(app.store).lengths(keys))
+        lengths: dict[PartitionId, int | None] = dict(await admin.lengths(keys))
     except Misconfigured:  # a store that cannot count
         lengths = dict.fromkeys(keys)
     return {
         "name": stream.name,
+        "duplicates_dropped": sum((await admin.duplicates(keys)).values()),
         "partitions": [{"number": key.number, "length": lengths[key]} for key in keys],
     }
 

@@ -22,7 +22,10 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
     partition's lag (events not yet delivered), pending (delivered, not acknowledged) and
     state: owned, unowned, or QUARANTINED with the id of the event it stopped on, then
     "lost N" if N events were trimmed before the processor read them; and the length of
-    each partition of a stream no processor reads."""
+    each partition of a stream no processor reads.
+
+    A stream whose partitions dropped records sent again (recognised by their identity)
+    says how many."""
     load_plugins(plugins)
     app = load(target, App)
     report = run(status_report(app), app)
@@ -36,6 +39,7 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             f"\nprocessor {proc['name']}  (stream {proc['stream']}, "
             f"{plural(len(proc['partitions']), 'partition')})"
         )
+        _duplicates(proc["duplicates_dropped"])
         if not proc["executors"]:
             click.echo("  no workers")
         for ex in proc["executors"]:
@@ -59,7 +63,13 @@ def status(target: str, as_json: bool, plugins: tuple[str, ...]) -> None:
             f"\nstream {stream['name']}  "
             f"(no processor, {plural(len(stream['partitions']), 'partition')})"
         )
+        _duplicates(stream["duplicates_dropped"])
         click.echo("  partition   length")
         for p in stream["partitions"]:
             length = "?" if p["length"] is None else p["length"]
             click.echo(f"  {p['number']:>9}  {length:>7}")
+
+
+def _duplicates(count: int) -> None:
+    if count:
+        click.echo(f"  duplicates dropped: {count} (sent again, not appended twice)")

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from runnel.exceptions import EntryIdError, PartitionFull
+from runnel.memory import identities
 from runnel.memory.logs import (
     ZERO,
     Group,
@@ -18,6 +19,7 @@ from runnel.memory.logs import (
     wall_ms,
 )
 from runnel.memory.server import MemoryServer
+from runnel.store.identity import DEFAULT_WINDOW, Appended, Identity, Window, checked
 from runnel.store.log import Fields, Log, LogAdmin, PartitionId, trim_slack
 
 
@@ -38,38 +40,77 @@ class MemoryLog(Log, LogAdmin):
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
         drop_oldest: bool = False,
-    ) -> list[bytes]:
+        *,
+        identity: Identity | None = None,
+        window: Window = DEFAULT_WINDOW,
+    ) -> Appended:
+        if identity is not None:
+            identity = checked(identity, entries, ids)
         converted = [(p, decode_fields(fields)) for p, fields in entries]
         explicit = [_parse_id(i) for i in ids] if ids is not None else [None] * len(entries)
         store = self.server
         with store.lock:
-            checked: set[PartitionId] = set()
+            checked_ids: set[PartitionId] = set()
             for (p, _), at in zip(converted, explicit, strict=True):
-                if at is not None and p not in checked:
-                    checked.add(p)
+                if at is not None and p not in checked_ids:
+                    checked_ids.add(p)
                     last = store.log(p).last_id
                     if at <= last:
                         raise EntryIdError(
                             f"id {at[0]}-{at[1]} is not above {last[0]}-{last[1]}, the last id "
                             "of its partition"
                         )
-            adding = Counter(p for p, _ in converted)
+            todo = list(range(len(converted)))
+            if identity is not None:
+                members: dict[PartitionId, list[int]] = {}
+                for i, (p, _) in enumerate(converted):
+                    members.setdefault(p, []).append(i)
+                now = store.clock()
+                plan = identities.plan(identity, members, store.identities, store.log, now, window)
+                todo = plan.appending
+            adding = Counter(converted[i][0] for i in todo)
             slack = trim_slack(maxlen) if maxlen is not None else 0
             if maxlen is not None and not drop_oldest:
                 for p, count in adding.items():
                     slowest = store.log(p).refuses(count, maxlen, slack)
                     if slowest is not None:
                         raise _full(p, slowest, maxlen, len(converted))
-            now = wall_ms()
-            added = [
-                show_id(store.log(p).append(f, None, now, at))
-                for (p, f), at in zip(converted, explicit, strict=True)
-            ]
+            stamp = wall_ms()
+            parsed: list[tuple[int, int] | None] = [None] * len(converted)
+            for i in todo:
+                p, f = converted[i]
+                parsed[i] = store.log(p).append(f, None, stamp, explicit[i])
+            added: list[bytes | None] = [show_id(x) if x is not None else None for x in parsed]
             if maxlen is not None:
                 for p in adding:
                     store.log(p).trim(maxlen, slack, drop_oldest)
-            store.notify(set(adding))
-        return added
+            if adding:
+                store.notify(set(adding))
+            if identity is None:
+                return Appended(added)  # type: ignore[arg-type]  # every entry appended
+            for i, reply in plan.replies.items():
+                added[i] = added[reply] if isinstance(reply, int) else reply
+            identities.settle(identity, members, plan, added, parsed, store.identities, now, window)
+        return Appended(added, plan.duplicates)  # type: ignore[arg-type]  # all filled
+
+    async def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:
+        with self.server.lock:
+            for p in partitions:
+                found = self.server.remembered.get(p)
+                if found is not None:
+                    found.producers.pop(producer, None)
+
+    async def duplicates(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        with self.server.lock:
+            found = self.server.remembered
+            return {p: r.duplicates if (r := found.get(p)) else 0 for p in partitions}
+
+    async def remembered(
+        self, partitions: Sequence[PartitionId]
+    ) -> dict[PartitionId, tuple[int, int]]:
+        with self.server.lock:
+            found, now = self.server.remembered, self.server.clock()
+            return {p: r.count(now) if (r := found.get(p)) else (0, 0) for p in partitions}
 
     async def lost(self, partitions: Sequence[PartitionId], group: str) -> dict[PartitionId, int]:
         with self.server.lock:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
+from runnel.memory.identities import Remembered
 from runnel.memory.logs import Id, PartitionLog
 from runnel.store.log import PartitionId
 from runnel.store.state import Deadlines, Writes
@@ -47,6 +48,8 @@ class MemoryServer:
         """Committed table state: (table, source partition) -> key -> value."""
         self.deadlines: dict[tuple[str, PartitionId], dict[bytes, float]] = {}
         """Committed deadlines of table keys: (table, source partition) -> key -> when."""
+        self.remembered: dict[Hashable, Remembered] = {}
+        """What each partition remembers of appends with identities."""
 
     def __repr__(self) -> str:
         return f"<MemoryServer {self.name!r}>"
@@ -72,6 +75,13 @@ class MemoryServer:
         found = self.logs.get(key)
         if found is None:
             found = self.logs[key] = PartitionLog()
+        return found
+
+    def identities(self, key: Hashable) -> Remembered:
+        """A partition's identity state (call with the lock held)."""
+        found = self.remembered.get(key)
+        if found is None:
+            found = self.remembered[key] = Remembered()
         return found
 
     def table(self, name: str, partition: PartitionId) -> dict[bytes, bytes]:

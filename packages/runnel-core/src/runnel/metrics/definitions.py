@@ -18,6 +18,7 @@ JOB = ("app", "job", "queue")
 QUEUE = ("app", "queue")
 TABLE = ("app", "processor", "stream", "table")
 APP = ("app",)
+STREAM = ("app", "stream")
 
 
 class Definitions:
@@ -145,6 +146,13 @@ class Definitions:
             "1 while this worker is the app's elected leader.",
             APP,
             multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.duplicates = Counter(
+            "runnel_duplicates_dropped_total",
+            "Records this worker's own code sent that their partitions had already (by their"
+            " identity: a send's call retried, a record's key), so were not appended again.",
+            STREAM,
             registry=r,
         )
         self.enqueued = Counter(

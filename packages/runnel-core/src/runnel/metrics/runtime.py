@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runnel import resend
 from runnel.exceptions import Misconfigured, TransportError
 from runnel.jobs.queues import DEFAULT_QUEUE
 from runnel.metrics import stats
@@ -143,6 +144,9 @@ class WorkerMetrics:
             for limit, count in list(job.limited.items()):
                 self._add(d.limited, (*labels, limit), count)
             self._add_buckets(d.run_time, labels, job.timings)
+        for (of, stream), count in list(resend.duplicates.items()):
+            if of == app:
+                self._add(d.duplicates, (app, stream), count)
         for (of, name, queue), count in list(stats.enqueued.items()):
             if of == app:
                 self._add(d.enqueued, (app, name, queue), count)

@@ -14,6 +14,12 @@ from runnel.lazy import lazy_names
 
 _WHERE = {
     "admin_of": "runnel.store.backend",
+    "Appended": "runnel.store.identity",
+    "CallIdentity": "runnel.store.identity",
+    "Identity": "runnel.store.identity",
+    "KeyedIdentity": "runnel.store.identity",
+    "SequencedIdentity": "runnel.store.identity",
+    "Window": "runnel.store.identity",
     "Backend": "runnel.store.backend",
     "backend_for": "runnel.store.resolve",
     "Check": "runnel.store.schemas",
@@ -56,6 +62,14 @@ if TYPE_CHECKING:
         Quarantine,
         ReadResult,
     )
+    from runnel.store.identity import (
+        Appended,
+        CallIdentity,
+        Identity,
+        KeyedIdentity,
+        SequencedIdentity,
+        Window,
+    )
     from runnel.store.jobs import JobStore
     from runnel.store.log import (
         NEW,
@@ -80,7 +94,9 @@ __getattr__, __dir__ = lazy_names("runnel.store", _WHERE, globals())
 __all__ = [
     "NEW",
     "PENDING",
+    "Appended",
     "Backend",
+    "CallIdentity",
     "Check",
     "Commit",
     "Coordination",
@@ -88,7 +104,9 @@ __all__ = [
     "Entry",
     "Extent",
     "Fields",
+    "Identity",
     "JobStore",
+    "KeyedIdentity",
     "Leadership",
     "Log",
     "LogAdmin",
@@ -101,8 +119,10 @@ __all__ = [
     "ReadResult",
     "SchemaStore",
     "Sends",
+    "SequencedIdentity",
     "SyncLog",
     "TableStore",
+    "Window",
     "Writes",
     "admin_of",
     "backend_for",

@@ -7,6 +7,12 @@ store to build, and a store derives its own key from it, so nothing ever parses 
 (app and stream names may contain dots). Where a read starts is a :class:`Position` the
 store translates into its own syntax.
 
+An append may carry an identity (:mod:`runnel.store.identity`): the store then drops
+what the partition already took under it and replies with the original ids, so that a
+retry never duplicates. A store says it can by taking the ``identity`` keyword; one that
+does not (written before identities) is refused such appends with a clear error
+(:meth:`Log.__init_subclass__`), and its plain appends work as they did.
+
 :class:`Log` is what every store has (appending, consumer groups); :class:`LogAdmin` is
 what the operating commands need on top (backlogs, listing and deleting entries), which a
 store may offer or not (:meth:`runnel.store.Backend.admin`). Reading and acknowledging
@@ -16,9 +22,14 @@ are fenced by partition locks, so they belong to the coordination role.
 from __future__ import annotations
 
 import abc
+import functools
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
+
+from runnel.exceptions import Misconfigured
+from runnel.store.identity import DEFAULT_WINDOW, Appended, Identity, Window
 
 
 class PartitionId(NamedTuple):
@@ -61,6 +72,16 @@ PENDING = Position()
 class Log(abc.ABC):
     """Partitioned append-only logs with consumer groups."""
 
+    identities: ClassVar[bool] = True
+    """Whether :meth:`append` takes identities; set per class from its signature."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("append")
+        if own is not None and "identity" not in inspect.signature(own).parameters:
+            cls.identities = False
+            cls.append = _without_identities(own)  # type: ignore[method-assign]
+
     @abc.abstractmethod
     def partition_key(self, partition: PartitionId) -> str:
         """The store's own name for ``partition``: for people (CLI, logs). Never parsed
@@ -73,7 +94,10 @@ class Log(abc.ABC):
         maxlen: int | None = None,
         ids: Sequence[str] | None = None,
         drop_oldest: bool = False,
-    ) -> list[bytes]:
+        *,
+        identity: Identity | None = None,
+        window: Window = DEFAULT_WINDOW,
+    ) -> Appended:
         """Append ``(partition, fields)`` entries in one round trip, all or none (or,
         for a store that cannot, all or none per partition, raising
         :class:`~runnel.exceptions.PartlySent` when only some are in); return their ids.
@@ -93,7 +117,26 @@ class Log(abc.ABC):
         that those of one partition rise and that none follows a ``"*"`` of its partition.
         If one is not above the last id its partition ever had, nothing is appended and
         :class:`~runnel.exceptions.EntryIdError` is raised.
+
+        ``identity`` (not with ``ids``; checked by :func:`runnel.store.identity.checked`)
+        makes the append idempotent within ``window``, per partition and atomically with
+        it: what a partition already took under the identity is not appended again, its
+        ids in the reply are the original ones (or ``b"0-0"`` where no longer known), and
+        :attr:`Appended.duplicates` counts those entries. A :class:`CallIdentity` found
+        on a partition means all of the call's entries there are in; a
+        :class:`SequencedIdentity`'s entries numbered at or below the partition's highest
+        from that producer are in; a :class:`KeyedIdentity`'s entries whose key the
+        partition remembers are in (and of two entries of one call with one key, the
+        later is the duplicate of the earlier). The room check (``maxlen``) counts only
+        what is appended. Each duplicate is added to the partition's
+        :meth:`LogAdmin.duplicates` count.
         """
+
+    async def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:  # noqa: B027
+        """Forget what ``partitions`` remember of a :class:`SequencedIdentity`'s
+        ``producer`` (it is done: its numbers will not come again); optional, as the
+        state goes by itself ``window.seconds`` after the producer's last call. A store
+        without identities: nothing to forget."""
 
     @abc.abstractmethod
     async def ensure_group(self, partitions: Sequence[PartitionId], group: str) -> None:
@@ -179,6 +222,20 @@ class LogAdmin(abc.ABC):
         """For each partition: how many entries it holds now (appended, less any trimmed
         or removed)."""
 
+    async def duplicates(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int]:
+        """For each partition: how many entries appends with identities were not given
+        again because the partition had them already, since it began. A store without
+        identities drops none: 0."""
+        return dict.fromkeys(partitions, 0)
+
+    async def remembered(
+        self, partitions: Sequence[PartitionId]
+    ) -> dict[PartitionId, tuple[int, int]]:
+        """For each partition: the call identities and keys it remembers now (at most
+        the window's ``keys``), and the producers whose numbers it remembers. A store
+        without identities: none."""
+        return dict.fromkeys(partitions, (0, 0))
+
     @abc.abstractmethod
     async def appended(self, partitions: Sequence[PartitionId]) -> dict[PartitionId, int | None]:
         """For each partition: how many entries were ever appended to it, a count that
@@ -192,3 +249,23 @@ def trim_slack(maxlen: int) -> int:
     between 1 and 1,000 entries, so that the cost of a trim (finding what may go) is paid
     once per that many appends rather than on each. Every store uses this bound."""
     return max(1, min(1_000, maxlen // 100))
+
+
+def _without_identities(append: Any) -> Any:
+    """A store's ``append`` written before identities: refuses one with a clear error,
+    and returns its ids as :class:`Appended`."""
+
+    @functools.wraps(append)
+    async def plain(
+        self: Log, *args: Any, identity: Identity | None = None, window: Any = None, **kwargs: Any
+    ) -> Appended:
+        if identity is not None:
+            raise Misconfigured(
+                f"{type(self).__name__} cannot recognise an append it already took "
+                "(its append() takes no identity): send with idempotent_sends=False and "
+                "without idempotency keys, or use a store that has them"
+            )
+        ids = await append(self, *args, **kwargs)
+        return ids if isinstance(ids, Appended) else Appended(ids)
+
+    return plain

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
+import inspect
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from runnel.exceptions import TransportError
+from runnel.exceptions import Misconfigured, TransportError
+from runnel.store.identity import DEFAULT_WINDOW, Appended, Identity, Window
 from runnel.store.log import Fields, PartitionId
 
 Entries = list[tuple[bytes, dict[bytes, bytes]]]
@@ -74,6 +77,17 @@ class SyncLog(abc.ABC):
     url: str
     """Where the store is, as any process can reach it."""
 
+    identities: ClassVar[bool] = True
+    """Whether :meth:`append` takes identities; set per class from its signature (as
+    :class:`runnel.store.Log`'s)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("append")
+        if own is not None and "identity" not in inspect.signature(own).parameters:
+            cls.identities = False
+            cls.append = _without_identities(own)  # type: ignore[method-assign]
+
     @abc.abstractmethod
     def extents(self, partitions: Sequence[PartitionId]) -> list[Extent]:
         """Length, first and last id of each partition, in one round trip."""
@@ -95,13 +109,22 @@ class SyncLog(abc.ABC):
         entries: Sequence[tuple[PartitionId, Fields]],
         maxlen: int | None = None,
         drop_oldest: bool = False,
-    ) -> None:
+        *,
+        identity: Identity | None = None,
+        window: Window = DEFAULT_WINDOW,
+    ) -> Appended:
         """Append ``(partition, fields)`` entries in order, in one round trip; each
         partition is held to ``maxlen`` entries as :meth:`Transport.append` does (a full
         partition: :class:`LogFull`, nothing appended; ``drop_oldest``: trimmed anyway,
         counted as lost). All or none where the store can (one Redis); else all or none
         per partition, and :class:`PartlyAppended` says which partitions' entries are in
-        when some failed."""
+        when some failed. With ``identity``, what a partition already took under it is
+        not appended again, as :meth:`runnel.store.Log.append` says; the reply's
+        :attr:`Appended.duplicates` counts it. Returns the entries' ids."""
+
+    def forget_producer(self, partitions: Sequence[PartitionId], producer: str) -> None:  # noqa: B027
+        """As :meth:`runnel.store.Log.forget_producer`: forget a sequenced producer that
+        is done (optional; a store without identities: nothing to forget)."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -112,6 +135,25 @@ class SyncLog(abc.ABC):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["url"])  # type: ignore[misc]
+
+
+def _without_identities(append: Any) -> Any:
+    """A sync log's ``append`` written before identities: refuses one clearly, returns
+    what it returned as :class:`Appended` (an old one returned None: no ids)."""
+
+    @functools.wraps(append)
+    def plain(
+        self: SyncLog, *args: Any, identity: Identity | None = None, window: Any = None, **kw: Any
+    ) -> Appended:
+        if identity is not None:
+            raise Misconfigured(
+                f"{type(self).__name__} cannot recognise an append it already took "
+                "(its append() takes no identity)"
+            )
+        ids = append(self, *args, **kw)
+        return ids if isinstance(ids, Appended) else Appended(ids or ())
+
+    return plain
 
 
 def next_id(xid: str) -> str:

@@ -1,5 +1,5 @@
 -- Holding partition streams to their size (partition_size): the first part of the append
--- scripts (append.lua, append_at.lua), which call these functions.
+-- scripts (append.lua, append_at.lua, append_identified.lua), which call these functions.
 --
 -- A stream longer than its cap plus a slack (1 %, between 1 and 1,000 entries: trimming
 -- looks at the entries it removes, so it is paid once per that many appends) is trimmed
@@ -101,20 +101,28 @@ local function adding_per_stream(first, skip)
   return adding
 end
 
--- The plan for every stream, or an error reply naming the first that is full.
-local function plan(streams, first, skip)
+-- The plan for the streams given how many entries each takes (by index in KEYS), or an
+-- error reply naming the first that is full.
+local function plan_for(adding)
   local cap, drop = ARGV[1], ARGV[2] == 'drop'
   local trims = {}
   if cap == '' then return trims end
   cap = tonumber(cap)
-  for n, adding in pairs(adding_per_stream(first, skip)) do
-    local count, slowest = room(KEYS[n], adding, cap, drop)
-    if not count then
-      return nil, redis.error_reply('RUNNELFULL ' .. n .. ' ' .. slowest)
+  for n, count in pairs(adding) do
+    if count > 0 then
+      local trim_count, slowest = room(KEYS[n], count, cap, drop)
+      if not trim_count then
+        return nil, redis.error_reply('RUNNELFULL ' .. n .. ' ' .. slowest)
+      end
+      trims[n] = trim_count
     end
-    trims[n] = count
   end
   return trims
+end
+
+-- The plan for every stream of the ARGV entries from `first` on (see adding_per_stream).
+local function plan(streams, first, skip)
+  return plan_for(adding_per_stream(first, skip))
 end
 
 local function trim_all(streams, trims)
