@@ -11,8 +11,8 @@ import dataclasses
 import datetime
 import math
 
-from runnel import synclog
 from runnel.exceptions import Misconfigured
+from runnel.store import synclog
 
 MAX_SEQ = 2**64 - 1
 Id = tuple[int, int]

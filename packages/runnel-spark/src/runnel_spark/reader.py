@@ -1,7 +1,7 @@
 """Reading streams into Spark: batch reads over id ranges, and micro-batches for streaming.
 
 Every task reads one range of one partition through the store's synchronous log
-(:class:`runnel.synclog.SyncLog`), ``chunkSize`` entries per round trip, and hands Spark
+(:class:`runnel.store.synclog.SyncLog`), ``chunkSize`` entries per round trip, and hands Spark
 one Arrow batch per chunk. JSON records of plain fields are decoded a chunk at a time
 (:mod:`runnel_spark.columnar`); any other chunk entry by entry with the stream's own
 ``decode``, so every codec, compression and primitive records work.

@@ -2,7 +2,7 @@
 
 A ``Stream`` cannot travel to executors (its app holds connections, ``partition_by`` may be
 a lambda), so a :class:`Target` carries what names it: the import path, the store's
-synchronous log (:class:`runnel.synclog.SyncLog`, which pickles as its URL) that the
+synchronous log (:class:`runnel.store.synclog.SyncLog`, which pickles as its URL) that the
 driver got from the URL's transport, and the writer schemas the driver loaded. Each
 executor process imports the stream once and keeps one log per URL.
 """
