@@ -309,3 +309,16 @@ def test_keys_kept_encoded_cost_their_size_not_a_buffer_each() -> None:
         tracemalloc.stop()
     assert kept[5] == encode_key("k5") == b'"k5"'
     assert used < 2000 * 200
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.floats(-1e9, 1e9), st.sampled_from([-5e-324, -1e-320, 5e-324, -0.0, 0.3])),
+    st.sampled_from([Tumbling(10), Tumbling(0.1), Tumbling(3), Hopping(3, 3), Hopping(0.3, 0.1)]),
+)
+def test_every_time_is_in_the_windows_that_start_for_it(t: float, kind: Hopping) -> None:
+    # A time a hair before zero divides to -0.0: its window is the one before zero.
+    starts = kind.starts(t)
+    assert starts
+    assert all(s <= t < s + kind.size for s in starts)
+    assert kind.latest_end(t) == starts[-1] + kind.size

@@ -36,6 +36,14 @@ from typing import Any, ClassVar, NamedTuple
 NEVER = -math.inf
 _floor = math.floor
 
+
+def _slot(t: float, step: float) -> int:
+    """The number of the last window start at or before ``t`` (``floor(t / step)`` where
+    the division's rounding does not put ``t`` before its window: ``-5e-324 / 3`` is
+    ``-0.0``, whose floor would give a window starting after ``t``)."""
+    k = _floor(t / step)
+    return k - 1 if k * step > t else k
+
 Update = Callable[[Any], Any]
 """A change of one window's value: the old value (or the default) to the new one."""
 
@@ -194,7 +202,7 @@ class Hopping(Kind):
 
     def starts(self, t: float) -> list[float]:
         """The starts of the windows holding ``t``, ascending."""
-        last = math.floor(t / self.step)
+        last = _slot(t, self.step)
         out = []
         k = last
         while k * self.step + self.size > t and k * self.step <= t:
@@ -240,10 +248,10 @@ class Tumbling(Hopping):
     # The same as a hopping window's with step == size, without the lists (the hot path).
 
     def starts(self, t: float) -> list[float]:
-        return [math.floor(t / self.step) * self.step]
+        return [_slot(t, self.step) * self.step]
 
     def latest_end(self, t: float) -> float:
-        return math.floor(t / self.step) * self.step + self.size
+        return _slot(t, self.step) * self.step + self.size
 
     def bump(
         self, kw: KeyWindows, t: float, op: Callable[[Any, Any], Any], arg: Any, shut: float
@@ -253,7 +261,7 @@ class Tumbling(Hopping):
             return None
         start, end, value = items[-1]
         step = self.step
-        if start != _floor(t / step) * step or end <= kw.closed_upto or end <= shut:
+        if start != _slot(t, step) * step or end <= kw.closed_upto or end <= shut:
             return None  # not the key's latest window, or it is closed: apply() says
         if len(items) == 1:
             return KeyWindows(((start, end, op(value, arg)),), kw.closed_upto)
@@ -262,7 +270,7 @@ class Tumbling(Hopping):
     def apply(
         self, kw: KeyWindows, t: float, update: Update, default: Any, shut: float = NEVER
     ) -> KeyWindows:
-        start = math.floor(t / self.step) * self.step
+        start = _slot(t, self.step) * self.step
         end = start + self.size
         if not _open(kw, end, shut):
             return kw
