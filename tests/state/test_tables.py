@@ -433,6 +433,39 @@ async def test_a_nan_key_is_refused(app_name: str, store_url: str) -> None:
     await app.aclose()
 
 
+@pytest.mark.parametrize("windowed", [False, True], ids=["table", "windowed"])
+async def test_a_key_no_table_can_hold_fails_its_event_under_the_policy(
+    app_name: str, store_url: str, windowed: bool
+) -> None:
+    """A key computed as a list cannot be a table key: before, loading the buffered events'
+    keys raised outside any event (halting the worker, or under IGNORE stopping the
+    partition for good). Now its event fails in the processor, where it is used."""
+    app = shop(app_name, store_url)
+    orders = app.stream(
+        "orders",
+        record=Order,
+        partition_by=lambda o: [o.customer] if o.customer == "bad" else o.customer,
+        partition_count=1,
+    )
+    table = app.table("counts", source=orders, default=0)
+    counts: Any = table.tumbling(3600) if windowed else table
+
+    @app.processor(orders, exception_policy=ExceptionPolicy.IGNORE)
+    async def tally(events: Any) -> None:
+        async for order in events.records():
+            key = orders.key_of(order)
+            counts[key] += 1
+
+    sent = [Order(customer=c, amount=i) for i, c in enumerate(["ada", "bad", "ada", "bob"])]
+    async with run(app, store=store_url) as t:
+        await orders.send(*sent)
+        await t.processed()
+        assert len(t.failures) == 1
+        assert "a list key can be made a tuple" in str(t.failures[0].exception)
+        assert len(await t.acknowledged("tally")) == 4
+    await app.aclose()
+
+
 def test_declarations_are_checked(app_name: str) -> None:
     app = App(name=app_name, redis_url="memory://")
     orders = app.stream("orders", record=Order, partition_by="customer")

@@ -98,6 +98,13 @@ class TableBase:
                 f"stream {self.source.name!r}), not {type(key).__name__}: {key!r}"
             )
         try:
+            hash(key)
+        except TypeError:
+            raise TableError(
+                f"table {self.name!r}: a key must be text, a number or a tuple of them, not "
+                f"{type(key).__name__}: {key!r} (a list key can be made a tuple)"
+            ) from None
+        try:
             encode_key(key)
         except TableError as exc:
             raise TableError(f"table {self.name!r}: {exc}") from None
@@ -134,7 +141,11 @@ class TableBase:
                 f"of stream {self.source.name!r}; elsewhere, await table.get(key)"
             )
         view = state.views.get(self.name) or state.view(self)
-        if key not in view.values:  # a key loaded here was checked (or came with an event)
+        try:
+            loaded = key in view.values  # a key loaded here was checked (or came with an event)
+        except TypeError:  # unhashable: check() says what a key can be
+            loaded = False
+        if not loaded:
             state.check(self, key)
             view.stored(key)  # encoded now: one that cannot be fails its event, not a commit
         return state, view
@@ -145,7 +156,10 @@ class TableBase:
             view = state.views.get(self.name)
             if view is not None:
                 values = view.values
-                value = values.get(key, _NOTHING)
+                try:
+                    value = values.get(key, _NOTHING)
+                except TypeError:  # unhashable: _here() refuses it
+                    value = _NOTHING
                 if value is not _NOTHING and value is not ABSENT:
                     values.move_to_end(key)
                     view.hits += 1
@@ -161,7 +175,11 @@ class TableBase:
             view = state.views.get(self.name)
             if view is not None:
                 values = view.values
-                if key in values:  # checked when it was loaded
+                try:
+                    known = key in values  # checked when it was loaded
+                except TypeError:  # unhashable: _here() refuses it
+                    known = False
+                if known:
                     view.write(key, value)
                     state.changed = True
                     return

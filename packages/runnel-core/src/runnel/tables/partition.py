@@ -486,9 +486,11 @@ class PartitionState:
         key_of = self.key_of
         for event in events:
             try:
-                out.append(key_of(event.record))
-            except Exception:  # undecodable: the processor's policy deals with it
+                key = key_of(event.record)
+                hash(key)
+            except Exception:  # undecodable, or no key: the processor's policy deals with it
                 continue
+            out.append(key)
         return out
 
     def missing(self, events: Iterable[Event]) -> bool:
@@ -501,7 +503,8 @@ class PartitionState:
         for event in events:
             try:
                 key = key_of(event._record or event.record)
-            except Exception:  # undecodable: the processor's policy deals with it
+                hash(key)  # a key no table holds fails in the processor, where it is read
+            except Exception:  # undecodable, or no key: the processor's policy deals with it
                 continue
             for view in views:
                 if key not in view.values:

@@ -267,7 +267,11 @@ class WindowedTable(TableBase):
                 values = clock.view.values
                 xid = event.xid
                 t = clock.times.get(xid)
-                if t is not None and key in values and META in values and xid not in clock.late:
+                try:
+                    known = key in values
+                except TypeError:  # unhashable: _at() refuses it
+                    known = False
+                if t is not None and known and META in values and xid not in clock.late:
                     return WindowedValue(self, clock, key, t, False)
         return self._at(key, None)
 

@@ -44,6 +44,7 @@ def _slot(t: float, step: float) -> int:
     k = _floor(t / step)
     return k - 1 if k * step > t else k
 
+
 Update = Callable[[Any], Any]
 """A change of one window's value: the old value (or the default) to the new one."""
 
