@@ -16,7 +16,6 @@ import redis
 from redis.cluster import RedisCluster as SyncCluster
 
 from runnel import App, Record
-
 from tests.support.cli_app import by_key, expected_by_key, jsonl, pings, write_app
 from tests.support.processes import RUNNEL, WorkerProcess, cli, env_with
 from tests.support.redis_cluster import RedisClusterProcesses
