@@ -359,6 +359,16 @@ class Stream:
             except ValueError as exc:
                 raise EntryIdError(f"stream {self.id!r}: {exc}; nothing was sent") from None
         identity = self._keyed(keys, len(entries)) if keys is not None else None
+        return await self.send_entries(entries, ids, identity)
+
+    async def send_entries(
+        self,
+        entries: list[tuple[PartitionId, Fields]],
+        ids: list[str] | None = None,
+        identity: Identity | None = None,
+    ) -> Appended:
+        """:meth:`send`'s second half, for entries made by :meth:`entries`: for a caller
+        with an identity of its own (``runnel sendmany`` numbers its lines)."""
         if True not in self._prepared:
             await self.prepare(writing=True)
         sending = instruments().sending

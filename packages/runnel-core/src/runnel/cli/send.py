@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import os
 import stat
@@ -25,6 +26,7 @@ from runnel.commands import (
 )
 from runnel.exceptions import NotConnected, PartlySent, Unavailable
 from runnel.runtime.retry import cancel_and_wait
+from runnel.store.identity import Appended, Identity, KeyedIdentity, SequencedIdentity, key_bytes
 from runnel.stream import Stream
 from runnel.text import plural, runs
 
@@ -83,28 +85,86 @@ def send(target: str, event: str, plugins: tuple[str, ...]) -> None:
 @click.command()
 @click.argument("target", metavar="MODULE:STREAM")
 @click.argument("source", metavar="FILE.jsonl")
+@click.option(
+    "--key-field",
+    metavar="NAME",
+    help="Know a line sent before by its record's field NAME (one key per line), "
+    "not by its content and place in the input.",
+)
+@click.option(
+    "--no-identity",
+    is_flag=True,
+    help="Send without identities: running again sends every line again.",
+)
 @plugin_option
-def sendmany(target: str, source: str, plugins: tuple[str, ...]) -> None:
+def sendmany(
+    target: str,
+    source: str,
+    key_field: str | None,
+    no_identity: bool,
+    plugins: tuple[str, ...],
+) -> None:
     """Send the events of a JSON-lines file (one JSON object per line; - for stdin).
 
     Every line is validated before anything is sent: on a bad line nothing is sent.
+    Run again after an interruption, it sends only the lines not yet in the stream.
     """
+    if key_field is not None and no_identity:
+        raise click.UsageError("--key-field and --no-identity cannot go together")
     load_plugins(plugins)
     stream = load(target, Stream)
+    key = None if no_identity else key_field or stream.idempotency_key
+    if key is not None and key not in stream.record.model_fields:
+        fields = ", ".join(stream.record.model_fields)
+        raise click.ClickException(
+            f"--key-field {key!r}: {stream.record.__name__} has no such field "
+            f"(its fields: {fields})"
+        )
     with _Input(source) as given:
-        progress = _validate(stream, given)
+        progress = _validate(stream, given, key)
+        names = _Names(stream, given.digest.hexdigest(), key, no_identity)
         try:
-            sent = run(_send_all(stream, progress, _chunks(stream, given, progress)), stream.app)
+            sent = run(
+                _send_all(stream, progress, _chunks(stream, given, progress), names),
+                stream.app,
+            )
         except KeyboardInterrupt:
             # A second Ctrl-C, which ends the event loop: what is confirmed, and the chunk
             # whose reply it cut short (if any) as in doubt.
             raise click.ClickException(progress.interrupted()) from None
-    click.echo(f"sent {plural(sent, 'event')} to {stream.name}", err=True)
+    skipped = f", skipped {progress.skipped} already sent" if progress.skipped else ""
+    click.echo(
+        f"sent {plural(sent - progress.skipped, 'event')} to {stream.name}{skipped}", err=True
+    )
 
 
-def _validate(stream: Stream, given: _Input) -> _Progress:
+class _Names:
+    """Each chunk's identity: by default its lines' numbers, under a producer named after
+    the app, the stream and the input's content (the same input sent again is the same
+    producer, whose numbers its partitions already hold); or each record's key field;
+    or none (``--no-identity``)."""
+
+    def __init__(self, stream: Stream, digest: str, key: str | None, off: bool) -> None:
+        self.key = key
+        self.off = off
+        named = hashlib.sha256()
+        for part in (stream.app.name.encode(), stream.name.encode(), digest.encode()):
+            named.update(b"%d:%b" % (len(part), part))
+        self.producer = "sendmany:" + named.hexdigest()[:24]
+
+    def __call__(self, records: list[Any], numbers: list[int]) -> Identity | None:
+        if self.off:
+            return None
+        if self.key is not None:
+            return KeyedIdentity([key_bytes(getattr(r, self.key)) for r in records])
+        return SequencedIdentity(self.producer, numbers)
+
+
+def _validate(stream: Stream, given: _Input, key: str | None = None) -> _Progress:
     """The first reading: every line parsed and validated, none kept; where each chunk
-    starts, for messages. Ctrl-C here says that nothing was sent."""
+    starts, for messages. With a key field, every line must give it a value (a line
+    without one could not be known when sent again). Ctrl-C here says that nothing was
+    sent."""
     starts: list[int] = []
     count = 0
     shown = _Shown(given.size)
@@ -114,7 +174,9 @@ def _validate(stream: Stream, given: _Input) -> _Progress:
             shown.at(number, given.read)
             line = _text(number, raw)
             if line.strip():
-                _parse(stream, line, f"line {number}: ")
+                record = _parse(stream, line, f"line {number}: ")
+                if key is not None:
+                    _has_key(record, key, number)
                 if count % CHUNK == 0:
                     starts.append(number)
                 count += 1
@@ -128,6 +190,18 @@ def _validate(stream: Stream, given: _Input) -> _Progress:
     if not count:
         raise click.ClickException("no events to send (the input is empty)")
     return _Progress(count, starts)
+
+
+def _has_key(record: Any, key: str, number: int) -> None:
+    if key not in record.model_fields_set:
+        missing = "missing"
+    elif getattr(record, key) is None:
+        missing = "null"
+    else:
+        return
+    raise click.ClickException(
+        f"line {number}: {key}, the field that tells lines sent before, is {missing}"
+    )
 
 
 def _chunks(
@@ -184,6 +258,7 @@ class _Progress:
         self.starts = starts  # the line of each chunk's first record, for messages
         self.numbers: list[int] = []  # the lines of the chunk in flight
         self.sent = 0
+        self.skipped = 0  # of the sent: in the stream already, not appended again
         self.in_flight = 0
 
     def head(self, what: str) -> str:
@@ -225,6 +300,8 @@ class _Input:
         self.size: int | None = None
         """The input's size in bytes when known (a regular file), for the progress shown."""
         self.read = 0
+        self.digest = hashlib.sha256()
+        """The input's bytes as the first reading read them: what it is known by."""
         try:
             info = None if source == "-" else os.stat(source)
         except OSError as exc:
@@ -269,6 +346,8 @@ class _Input:
                 if not block:
                     break
                 self.read += len(block)
+                if not again:
+                    self.digest.update(block)
                 if copy is not None:
                     copy.write(block)
                 parts = (rest + block).splitlines(keepends=True)
@@ -325,8 +404,16 @@ class _Shown:
 
 
 async def _send_all(
-    stream: Stream, progress: _Progress, chunks: Iterator[tuple[list[Any], list[int]]]
+    stream: Stream,
+    progress: _Progress,
+    chunks: Iterator[tuple[list[Any], list[int]]],
+    names: _Names,
 ) -> int:
+    if not names.off and not stream.app.store.log.identities:
+        raise click.ClickException(
+            f"the store of {stream.name} cannot tell lines sent before (it takes no "
+            "identities): give --no-identity to send every line"
+        )
     show = sys.stderr.isatty() and progress.total >= PROGRESS_MIN
     with (
         click.progressbar(length=progress.total, label="sending", file=sys.stderr)
@@ -343,7 +430,7 @@ async def _send_all(
             # Its own task: Ctrl-C cancels this one, never the send, whose reply alone
             # says whether the chunk went in (redis-py, cancelled, may also lose the
             # cancellation and carry on).
-            sending = asyncio.ensure_future(stream.send(*chunk))
+            sending = asyncio.ensure_future(_send(stream, chunk, names(chunk, progress.numbers)))
             progress.in_flight = len(chunk)
             interrupted = False
             try:
@@ -357,10 +444,11 @@ async def _send_all(
                 interrupted = True
                 await _settle(sending, progress)
             try:
-                sending.result()
+                appended = sending.result()
             except Exception as exc:
                 raise click.ClickException(_failed(stream, progress, exc, interrupted)) from None
             progress.sent += len(chunk)
+            progress.skipped += appended.duplicates
             progress.in_flight = 0
             bar.update(len(chunk))
             if interrupted:
@@ -368,6 +456,12 @@ async def _send_all(
             if changed is not None:
                 raise click.ClickException(changed.message(progress))
     return progress.sent
+
+
+async def _send(stream: Stream, chunk: list[Any], identity: Identity | None) -> Appended:
+    if identity is None:  # --no-identity: as `runnel send` sends (its call's identity)
+        return await stream.send(*chunk)
+    return await stream.send_entries(stream.entries(chunk), identity=identity)
 
 
 async def _settle(sending: asyncio.Future[Any], progress: _Progress) -> None:
