@@ -73,7 +73,7 @@ async def test_a_job_whose_enqueue_reply_was_lost_is_stored_and_run_once(
 ) -> None:
     enqueuer, worker, runs = apps
     result = await enqueue_one(enqueuer, arming(proxy), named=named, sync=sync)
-    await check_one_job(enqueuer, worker, runs, result)
+    await check_one_job(worker, runs, result)
 
 
 async def test_concurrent_delays_sharing_a_lost_call_each_get_their_job_once(

@@ -66,7 +66,7 @@ async def enqueue_one(enqueuer: App, arm: Arm, *, named: bool, sync: bool) -> Jo
     return result
 
 
-async def check_one_job(enqueuer: App, worker: App, runs: list[str], result: JobResult[Any]) -> None:
+async def check_one_job(worker: App, runs: list[str], result: JobResult[Any]) -> None:
     """The job is stored once, queued once, runs once, and its caller gets its result."""
     assert result.enqueued is True  # the retry answered as the first try would have
     assert (await counts(worker)).queued == 2  # "warm" and this one, not twice
@@ -99,15 +99,19 @@ async def check_a_workflow(
     """A chain or a group whose enqueue's reply is lost: stored once (each job once),
     counted as enqueued, and its result comes."""
     echo = enqueuer.jobs["echo"]
-    await echo.delay("warm")
+    await echo.si("warm").delay()  # a workflow of one job: its script loaded
     counted = stats.enqueued[enqueuer.name, "echo", "default"]
     if shape == "chain":
         flow, ready, expected = chain(echo.si(MARKER), echo.si("second")), 1, "SECOND"
     else:
-        flow, ready, expected = group(echo.s(MARKER), echo.s("second")), 2, [
-            MARKER.upper(),
-            "SECOND",
-        ]
+        flow, ready, expected = (
+            group(echo.s(MARKER), echo.s("second")),
+            2,
+            [
+                MARKER.upper(),
+                "SECOND",
+            ],
+        )
     dropped = arm(MARKER.encode())
     handle = await flow.delay()
     assert dropped.is_set()
