@@ -18,6 +18,7 @@ from runnel.jobs.model import NewJob, Outcome
 from runnel.jobs.workflow_model import FlowJob, NewWorkflow
 from runnel.memory.jobs import MemoryJobStore
 from runnel.store import Backend, JobStore
+from runnel.store.identity import Producer
 from runnel.store.workflows import WorkflowStore
 from tests.contract.test_jobs import BOOM, T0, TTL
 
@@ -220,3 +221,20 @@ async def test_a_workflow_is_stored_whole_or_not_at_all(store: Any) -> None:
     assert await store.enqueue_workflow(chord_of("w2", ["x"], "cy")) is True
     assert await store.enqueue_workflow(chord_of("w2", ["z"], "cz")) is False
     assert [w.id for w in await store.workflows(10)] == ["w2"]
+
+
+async def test_a_workflow_sent_again_under_its_call_is_answered_as_the_first_time(
+    store: Any,
+) -> None:
+    """A lost reply's retry: the same call finds the workflow it stored (True), stores
+    and queues nothing twice; another call, or one without identity, gets False."""
+    await store.prepare()
+    producer = Producer()
+    call = producer.call()
+    flow = chord_of("w1", ["a", "b"], "cb")
+    assert await store.enqueue_workflow(flow, call=call) is True
+    assert await store.enqueue_workflow(flow, call=call.retried()) is True
+    assert await store.enqueue_workflow(flow, call=producer.call()) is False
+    assert await store.enqueue_workflow(flow) is False
+    assert [w.id for w in await store.workflows(10)] == ["w1"]
+    assert sorted(d.id for d in await run(store)) == ["a", "b"]  # each queued once

@@ -11,6 +11,7 @@ from runnel.jobs import JobStatus, ManualClock
 from runnel.jobs.codec import error_item
 from runnel.jobs.model import ErrorInfo, JobTotals, NewJob, Outcome
 from runnel.store import Backend, JobStore
+from runnel.store.identity import Producer
 from tests.contract.support import RealTime
 
 T0 = 1_700_000_000.0
@@ -282,3 +283,24 @@ async def test_workers_racing_for_a_tick_enqueue_it_once(store: JobStore) -> Non
     outcomes = await asyncio.gather(*calls)
     assert sorted(outcomes) == [(False, T0)] * 7 + [(True, T0)]
     assert [d.id for d in await store.take("e1", 10, 0, ManualClock(T0))] == ["beat@0"]
+
+
+async def test_an_enqueue_sent_again_under_its_call_is_answered_as_the_first_time(
+    store: JobStore,
+) -> None:
+    """What a lost reply's retry relies on: the same call (identity) again finds the jobs
+    it stored and answers True for them, storing and queueing nothing twice; a job stored
+    before by another call, or by a call without identity, is still False."""
+    await store.prepare()
+    assert store.identities
+    assert await store.enqueue([new("before")]) == [True]
+    producer = Producer()
+    call = producer.call()
+    jobs = [new("a"), new("later", due=T0 + 60), new("before")]
+    assert await store.enqueue(jobs, call=call) == [True, True, False]
+    assert await store.enqueue(jobs, call=call.retried()) == [True, True, False]
+    assert await store.enqueue([new("a")], call=producer.call()) == [False]
+    assert await store.enqueue([new("a")]) == [False]
+    taken = await store.take("e1", 10, 0, ManualClock(T0))
+    assert sorted(d.id for d in taken) == ["a", "before"]  # each queued once
+    assert await store.scheduled_jobs(10) == [("later", T0 + 60)]

@@ -191,7 +191,9 @@ class App:
         if here.enqueuer is None:
             from runnel.jobs.batching import EnqueueBatches
 
-            here.enqueuer = EnqueueBatches(self.job_store)
+            settings = self.settings
+            producer = self.producer if settings.idempotent_sends else None
+            here.enqueuer = EnqueueBatches(self.job_store, producer, settings.send_retries)
         return here.enqueuer
 
     @contextlib.asynccontextmanager

@@ -15,9 +15,11 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from runnel.exceptions import NotConnected, PartitionFull, PartlySent, Unavailable
-from runnel.store.identity import Appended
+
+T = TypeVar("T")
 
 log = logging.getLogger("runnel.send")
 
@@ -31,11 +33,10 @@ each append's reply: the metrics' ``runnel_duplicates_dropped_total``. Kept here
 :mod:`runnel.metrics.stats`, which the stream cannot import (it imports the processor)."""
 
 
-async def resending(
-    append: Callable[[bool], Awaitable[Appended]], retries: int, what: str
-) -> Appended:
+async def resending(append: Callable[[bool], Awaitable[T]], retries: int, what: str) -> T:
     """``append(False)``, and ``append(True)`` (a try again) up to ``retries`` times
     while its outcome is in doubt (a lost reply, a part of a cluster's append in doubt).
+    Also what sends an enqueue of jobs again (:mod:`runnel.jobs.batching`).
     Out of tries, the last failure is raised; one that says nothing was sent
     (NotConnected) after an earlier doubt raises that doubt instead, since the earlier
     try may have gone in."""
@@ -62,7 +63,7 @@ async def resending(
         # warnings, and its one error line says it when every try fails).
         log.info(
             "%s: the store's reply was lost (%s); sending it again under its identity, "
-            "which appends nothing twice (try %d of %d)",
+            "which stores nothing twice (try %d of %d)",
             what,
             failure,
             attempt + 2,

@@ -197,10 +197,12 @@ class Settings(_ProcessorDefaults):
     default_idempotence_keys: int = Field(10_000, ge=2)
     """The most call identities and keys one partition remembers at once."""
     idempotent_sends: bool = True
-    """Each send carries its call's identity, and one whose reply was lost is sent
-    again (``send_retries``) without being appended twice."""
+    """Each send, and each enqueue of jobs or a workflow, carries its call's identity,
+    and one whose reply was lost is sent again (``send_retries``) without being stored
+    twice."""
     send_retries: int = Field(3, ge=0)
-    """How often a send whose reply was lost is sent again (``idempotent_sends``)."""
+    """How often a send or enqueue whose reply was lost is sent again
+    (``idempotent_sends``)."""
     default_serializer: Any = "json"
     default_hasher: Any = default_hasher
 

@@ -10,6 +10,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from runnel.jobs.model import NewJob
 from runnel.jobs.queues import DEFAULT_QUEUE
+from runnel.store.identity import CallIdentity, call_key
 from runnel_redis import scripts
 from runnel_redis.cluster_calls import ClusterScript, eval_call, then_wait
 from runnel_redis.jobs import RedisJobStore
@@ -35,8 +36,10 @@ class ClusterJobStore(RedisJobStore):
         for name in _JOB_SCRIPTS:
             setattr(self, name, ClusterScript(client, getattr(self, name).text))
 
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
-        args: list[Any] = [self.prefix]
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, call: CallIdentity | None = None
+    ) -> list[bool]:
+        args: list[Any] = [self.prefix, b"" if call is None else call_key(call)]
         for job in jobs:
             args += (
                 job.id,
@@ -52,13 +55,13 @@ class ClusterJobStore(RedisJobStore):
         if not self.wait_replicas:
             added = await self._enqueue(self._queue_keys, args)
             return [bool(x) for x in added]
-        call = eval_call(cast(ClusterScript, self._enqueue).text, self._queue_keys, args)
+        script = eval_call(cast(ClusterScript, self._enqueue).text, self._queue_keys, args)
         await self._cluster.initialize()
         node = self._cluster.get_node_from_key(self.queue)
         if node is None:
             raise ConnectionError(f"no master known for {self.queue}")
         [added], acknowledged = await then_wait(
-            self._cluster, node, [call], self.wait_replicas, self.wait_timeout_ms
+            self._cluster, node, [script], self.wait_replicas, self.wait_timeout_ms
         )
         if isinstance(added, Exception):
             raise added

@@ -27,6 +27,7 @@ from runnel.jobs.workflow_model import (
     WorkflowRecord,
     WorkflowStatus,
 )
+from runnel.store.identity import CallIdentity, call_key
 from runnel.store.workflows import WorkflowStore
 from runnel_redis import resp, scripts
 from runnel_redis.cluster_calls import ClusterScript
@@ -81,13 +82,16 @@ class RedisWorkflows(WorkflowStore):
     def _flow_key(self, workflow_id: str) -> str:
         return f"{self.prefix}workflow.{workflow_id}"
 
-    async def enqueue_workflow(self, flow: NewWorkflow) -> bool:
+    async def enqueue_workflow(
+        self, flow: NewWorkflow, *, call: CallIdentity | None = None
+    ) -> bool:
         args: list[Any] = [
             self.prefix,
             flow.id,
             _ms(flow.created),
             flow.shape,
             json.dumps(flow.result, separators=(",", ":")),
+            b"" if call is None else call_key(call),
         ]
         for one in flow.jobs:
             job = one.job

@@ -46,6 +46,7 @@ from runnel.jobs.model import (
     QueueCounts,
 )
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
+from runnel.store.identity import CallIdentity, call_key
 from runnel.store.jobs import JobStore
 from runnel_redis import keys, resp, scripts
 from runnel_redis.job_browse import RedisJobBrowsing
@@ -116,8 +117,10 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
 
     # Enqueuing.
 
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
-        packed = [self._prefix_arg]
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, call: CallIdentity | None = None
+    ) -> list[bool]:
+        packed = [self._prefix_arg, resp.arguments((b"" if call is None else call_key(call),))]
         described = self._described
         for job in jobs:
             kind = (job.name, job.codec, job.retries, job.results, job.queue)
@@ -134,7 +137,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
                 + _FOUR % (len(created), created, len(due), due)
                 + tail
             )
-        count, args = 1 + 9 * len(jobs), b"".join(packed)
+        count, args = 2 + 9 * len(jobs), b"".join(packed)
         if self.wait_replicas:
             added = await self._enqueue_and_wait(count, args)
         else:

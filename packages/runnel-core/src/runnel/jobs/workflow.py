@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
 from runnel.exceptions import DecodeError, EncodeError
 from runnel.jobs import codec
+from runnel.jobs.batching import identified
 from runnel.jobs.model import InvalidArguments, JobError, JobNotFound, JobStatus, NewJob, Timeout
 from runnel.jobs.signature import Signature, _first_error
 from runnel.jobs.workflow_model import (
@@ -38,6 +39,7 @@ from runnel.jobs.workflow_model import (
     leaves,
 )
 from runnel.metrics import stats
+from runnel.store.identity import CallIdentity
 from runnel.store.workflows import WorkflowStore
 
 if TYPE_CHECKING:
@@ -136,7 +138,7 @@ class Workflow:
         """Enqueue every job of the workflow in one atomic store call; its handle."""
         flow = self.build()
         app = self._app()
-        if await _store(app).enqueue_workflow(flow):
+        if await _enqueue(app, flow):
             _count(app, flow)
         return WorkflowResult(app, flow.id)
 
@@ -144,9 +146,26 @@ class Workflow:
         """:meth:`delay` for synchronous code (no event loop needed)."""
         flow = self.build()
         app = self._app()
-        if app.portal.call(lambda: _store(app).enqueue_workflow(flow)):
+        if app.portal.call(lambda: _enqueue(app, flow)):
             _count(app, flow)
         return WorkflowResult(app, flow.id).sync()
+
+
+async def _enqueue(app: Services, flow: NewWorkflow) -> bool:
+    """Store the workflow under a call identity: sent again while its reply is lost
+    (``send_retries``), it is stored once and reported stored (True) as the first time."""
+    store = _store(app)
+    settings = app.settings
+    identities = settings.idempotent_sends and app.job_store.identities
+    producer = app.producer if identities else None
+
+    def send(call: CallIdentity | None) -> Awaitable[bool]:
+        if call is None:
+            return store.enqueue_workflow(flow)
+        return store.enqueue_workflow(flow, call=call)
+
+    what = f"enqueuing workflow {flow.id} ({len(flow.jobs)} jobs)"
+    return await identified(producer, settings.send_retries, send, what)
 
 
 def _count(app: Services, flow: NewWorkflow) -> None:

@@ -49,6 +49,8 @@ class StoredJob:
     """The workflow it belongs to, if any (:mod:`runnel.memory.job_workflows`)."""
     then: tuple[str, ...] = ()
     """The jobs of its workflow waiting for it."""
+    call: bytes | None = None
+    """The enqueue call that stored it (its identity's key), to know that call's retry."""
 
     def shown(self, job_id: str, result: bytes | None) -> JobRecord:
         """The record as the store interface returns it (times in seconds)."""

@@ -20,6 +20,7 @@ from runnel.jobs.workflow_model import (
     WorkflowStatus,
 )
 from runnel.memory.job_records import StoredJob, StoredResult, Waiter, ms, seconds
+from runnel.store.identity import CallIdentity, call_key
 from runnel.store.workflows import WorkflowStore
 
 CANCEL_LINE = "JobCancelled: the job was cancelled"
@@ -43,6 +44,8 @@ class StoredFlow:
     waits: dict[str, int] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     expires: float | None = None
+    call: bytes | None = None
+    """The enqueue call that stored it (its identity's key), to know that call's retry."""
 
 
 @dataclass(slots=True)
@@ -156,11 +159,15 @@ class MemoryWorkflows(WorkflowStore):
 
     state: FlowState
 
-    async def enqueue_workflow(self, flow: NewWorkflow) -> bool:
+    async def enqueue_workflow(
+        self, flow: NewWorkflow, *, call: CallIdentity | None = None
+    ) -> bool:
         s = self.state
+        token = None if call is None else call_key(call)
         with s.lock:
-            if s.flows.get(flow.id) is not None:
-                return False
+            found = s.flows.get(flow.id)
+            if found is not None:
+                return token is not None and found.call == token
             if any(s.record(one.job.id) is not None for one in flow.jobs):
                 return False
             handler = next((one.job.id for one in flow.jobs if one.on_error), None)
@@ -172,6 +179,7 @@ class MemoryWorkflows(WorkflowStore):
                 left=sum(1 for one in flow.jobs if not one.on_error),
                 on_error=handler,
                 waits={one.job.id: one.waits for one in flow.jobs if one.waits},
+                call=token,
             )
             for one in flow.jobs:
                 new = one.job

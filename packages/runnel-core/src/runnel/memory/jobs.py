@@ -54,6 +54,7 @@ from runnel.memory.job_records import (
     ms,
     seconds,
 )
+from runnel.store.identity import CallIdentity, call_key
 from runnel.store.jobs import JobStore
 
 __all__ = ["JobQueueState", "MemoryJobStore"]
@@ -133,10 +134,12 @@ class JobQueueState:
             found = self.queues[name] = OrderedDict()
         return found
 
-    def add(self, new: NewJob) -> bool:
-        """Store a new job, on its queue or the schedule; False if its id exists."""
-        if self.record(new.id) is not None:
-            return False
+    def add(self, new: NewJob, call: bytes | None = None) -> bool:
+        """Store a new job, on its queue or the schedule; False if its id exists, unless
+        this same ``call`` stored it (a retry: True again)."""
+        found = self.record(new.id)
+        if found is not None:
+            return call is not None and found.call == call
         job = StoredJob(
             name=new.name,
             payload=new.payload,
@@ -145,6 +148,7 @@ class JobQueueState:
             results=new.results,
             created=ms(new.created),
             queue=new.queue,
+            call=call,
         )
         self.jobs[new.id] = job
         if new.due is None:
@@ -325,9 +329,12 @@ class MemoryJobStore(MemoryJobBrowsing, JobStore, flows.MemoryWorkflows):
 
     # Enqueuing.
 
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, call: CallIdentity | None = None
+    ) -> list[bool]:
+        token = None if call is None else call_key(call)
         with self.state.lock:
-            return [self.state.add(new) for new in jobs]
+            return [self.state.add(new, token) for new in jobs]
 
     async def last_ticks(self, names: Sequence[str]) -> dict[str, float | None]:
         with self.state.lock:

@@ -19,8 +19,9 @@ replayed dead letter go back to the queue it came from. Calls that do not name q
 from __future__ import annotations
 
 import abc
+import inspect
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from runnel.jobs.clock import Clock
 from runnel.jobs.limits import Deferral, JobLimits
@@ -37,19 +38,39 @@ from runnel.jobs.model import (
     QueueCounts,
 )
 from runnel.jobs.queues import DEFAULT_QUEUE, TakePlan
+from runnel.store.identity import CallIdentity
 
 
 class JobStore(abc.ABC):
     """The queue, schedule, dead letters, results and executor registry of one app."""
 
+    identities: ClassVar[bool] = True
+    """Whether :meth:`enqueue` (and ``enqueue_workflow``, if the store has it) take a
+    call's identity; set per class from their signatures. Without, an enqueue whose
+    reply was lost is not sent again (the caller gets the doubt)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        methods = [getattr(cls, name, None) for name in ("enqueue", "enqueue_workflow")]
+        cls.identities = all(
+            "call" in inspect.signature(method).parameters
+            for method in methods
+            if method is not None
+        )
+
     # Enqueuing.
 
     @abc.abstractmethod
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[bool]:
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, call: CallIdentity | None = None
+    ) -> list[bool]:
         """Store these jobs, each on the queue or (``due``) on the schedule, status SENT.
 
         A job whose id exists already is left alone (``False``), whatever its status:
-        enqueuing one id twice runs it once.
+        enqueuing one id twice runs it once. ``call`` identifies this call, sent again
+        as it was when its reply was lost: the store keeps it with each job it stores,
+        and a job it finds stored by the same call is ``True`` again, so the caller
+        cannot tell the retry from the first try.
         """
 
     # Periodic jobs.

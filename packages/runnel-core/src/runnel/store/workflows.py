@@ -12,16 +12,21 @@ import abc
 from collections.abc import Sequence
 
 from runnel.jobs.workflow_model import NewWorkflow, WorkflowRecord, WorkflowStatus
+from runnel.store.identity import CallIdentity
 
 
 class WorkflowStore(abc.ABC):
     """Workflows of one app's job queue (implemented by its :class:`JobStore`)."""
 
     @abc.abstractmethod
-    async def enqueue_workflow(self, flow: NewWorkflow) -> bool:
+    async def enqueue_workflow(
+        self, flow: NewWorkflow, *, call: CallIdentity | None = None
+    ) -> bool:
         """Store the workflow and every job of it in one atomic step: those with nothing
         to wait for queued (SENT), the others WAITING. False (nothing stored) if the
-        workflow's id or one of its jobs' ids exists already."""
+        workflow's id or one of its jobs' ids exists already, unless the workflow was
+        stored by this same ``call`` (a retry after a lost reply, as in
+        :meth:`JobStore.enqueue`): True again."""
 
     @abc.abstractmethod
     async def workflow(self, workflow_id: str) -> WorkflowRecord | None:
