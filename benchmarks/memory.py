@@ -17,6 +17,7 @@ import redis
 
 from benchmarks import harness
 from benchmarks.common import APP, PARTITIONS, Ping, Row, drop, fill, rate, stream_keys
+from runnel_redis import keys as names
 
 TARGET_GROWTH = 0.10
 
@@ -145,14 +146,25 @@ async def _sequenced(url: str, name: str, producers: int) -> None:
     await app.aclose()
 
 
-def _measure(url: str, name: str) -> tuple[float, float]:
+def _measure(url: str, name: str, items: int) -> tuple[float, float]:
     """The bytes of one partition's ``__idem`` keys (mean of the 16), by MEMORY USAGE and
-    by ``used_memory`` before and after deleting them all; the partitions too."""
+    by ``used_memory`` before and after deleting them all (what they really held: MEMORY
+    USAGE estimates a little under); the partitions too. Every partition must hold
+    ``items`` calls, keys or producers, else the fill went wrong."""
     client = redis.Redis.from_url(url)
     try:
-        state = sorted(
-            key for n in range(PARTITIONS) for key in client.scan_iter(f"__idem:{APP}.{name}.{n}*")
-        )
+        state, held = [], []
+        for n in range(PARTITIONS):
+            meta = names.identities(APP, name, n)
+            remembered = [
+                names.identity_keys(APP, name, n, 0),
+                names.identity_keys(APP, name, n, 1),
+                names.producers(APP, name, n),
+            ]
+            held.append(sum(client.hlen(key) for key in remembered))
+            state += [key for key in (meta, *remembered) if client.exists(key)]
+        if set(held) != {items}:
+            raise RuntimeError(f"{name}: the partitions hold {sorted(set(held))}, not {items}")
         usage = sum(client.memory_usage(key, samples=0) or 0 for key in state)
         before = client.info("memory")["used_memory"]
         client.delete(*state)
@@ -164,30 +176,33 @@ def _measure(url: str, name: str) -> tuple[float, float]:
 
 
 def _row(figure: str, items: int, usage: float, freed: float, what: str) -> Row:
+    """The state's size as freed (``used_memory``), the primary figure; MEMORY USAGE's
+    estimate beside it in the printed line."""
     line = (
-        f"  {figure}: {usage / 1024:,.1f} KiB per partition by MEMORY USAGE, "
-        f"{freed / 1024:,.1f} KiB by used_memory; {usage / items:,.0f} bytes per {what}"
+        f"  {figure}: {freed / 1024:,.1f} KiB per partition by used_memory "
+        f"({freed / items:,.0f} bytes per {what}), {usage / 1024:,.1f} KiB by MEMORY USAGE "
+        f"({usage / items:,.0f} bytes per {what})"
     )
     print(line, flush=True)
     return Row(
         f"identity state per partition, {figure}",
-        f"{usage / 1024:,.1f} KiB",
+        f"{freed / 1024:,.1f} KiB",
         "",
-        f"{usage / items:,.0f} B/{what}",
+        f"{freed / items:,.0f} B/{what}",
     )
 
 
 def _calls(url: str, rate: str, calls: int) -> Row:
     name = f"idem-calls{calls}"
     asyncio.run(_sends(url, name, calls, calls, keyed=False))
-    usage, freed = _measure(url, name)
+    usage, freed = _measure(url, name, calls)
     return _row(f"calls, {rate}: {calls:,}", calls, usage, freed, "call")
 
 
 def _producers(url: str, producers: int) -> Row:
     name = f"idem-seq{producers}"
     asyncio.run(_sequenced(url, name, producers))
-    usage, freed = _measure(url, name)
+    usage, freed = _measure(url, name, producers)
     what = f"sequenced producer{'s' if producers > 1 else ''}"
     return _row(f"{what}: {producers:,}", producers, usage, freed, "producer")
 
@@ -195,5 +210,5 @@ def _producers(url: str, producers: int) -> Row:
 def _keyed(url: str, keys: int) -> Row:
     name = f"idem-keyed{keys}"
     asyncio.run(_sends(url, name, keys * PARTITIONS // 1000, keys, keyed=True))
-    usage, freed = _measure(url, name)
+    usage, freed = _measure(url, name, keys)
     return _row(f"keys (14 bytes), idempotence_keys={keys:,}: {keys:,}", keys, usage, freed, "key")
