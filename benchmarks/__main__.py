@@ -1,5 +1,5 @@
 """``python -m benchmarks [throughput|latency|memory|scaling|jobs|processes|limits|metrics|
-tracing|state|codecs|profile|spark|cluster|startup] [--events N] [--rounds N]
+tracing|state|codecs|profile|spark|cluster|startup] [case] [--events N] [--rounds N]
 [--processes N]``
 
 Without a name, the whole suite (throughput, latency, memory, scaling) against one private
@@ -50,6 +50,10 @@ worker process against two, no-op jobs against a baseline git ref (limits unused
 metrics on against off, or tracing on against absent."""
 
 
+CASES = {("profile", "records"), ("profile", "take"), ("memory", "identities")}
+"""The cases a benchmark name takes."""
+
+
 def header(url: str) -> str:
     client = redis.Redis.from_url(url)
     version = client.info("server")["redis_version"]
@@ -72,7 +76,9 @@ def main() -> None:
         nargs="?",
         choices=[*SUITE, *OTHERS, "codecs", "profile", "spark", "cluster", "startup"],
     )
-    parser.add_argument("case", nargs="?", help="profile: records or take")
+    parser.add_argument(
+        "case", nargs="?", help="profile: records or take; memory: identities (that alone)"
+    )
     parser.add_argument("--events", type=int, help="backlog or events (each has a default)")
     parser.add_argument(
         "--rounds", type=int, help="runs per throughput figure (3), or per start-up figure (10)"
@@ -87,6 +93,8 @@ def main() -> None:
         parser.error("--processes goes with jobs or processes")
     if args.processes is not None and args.processes < 2:
         parser.error("--processes must be 2 or more")
+    if args.case is not None and (args.which, args.case) not in CASES:
+        parser.error(f"no case {args.case!r} of {args.which or 'the suite'}")
     if args.which == "startup":  # fresh processes of the command line (benchmarks/startup.py)
         from benchmarks import startup
 
@@ -113,6 +121,8 @@ def main() -> None:
         profiling.run(args.case or "records", args.events)
         return
     chosen, baseline = choose(args.which, args.processes)
+    if args.case == "identities":
+        chosen = {"identities": memory.identities}
     rows: list[Row] = []
     with server() as url:
         print(header(url), flush=True)

@@ -92,9 +92,14 @@ async def drain(
     return tally.result()
 
 
-async def count(url: str, stream: str, group: str, count: int) -> dict[str, Any]:
+async def count(
+    url: str, stream: str, group: str, count: int, window: float | None = None
+) -> dict[str, Any]:
     """Count per key by hand, at least once: per read of ``count`` per partition, one
-    pipeline with an HINCRBY per event and the XACK of the read; until SIGTERM."""
+    pipeline with an HINCRBY per event and the XACK of the read; until SIGTERM. With
+    ``window`` (seconds): per tumbling window of the entry id's time, each window of a
+    partition a hash of its own (key -> count), given an hour to live (as Runnel's
+    ``expires=3600``) once per read that touched it."""
     stop = _until_sigterm()
     client = aioredis.Redis.from_url(url)
     partitions = stream_keys(stream)
@@ -102,6 +107,7 @@ async def count(url: str, stream: str, group: str, count: int) -> dict[str, Any]
     tally = Tally()
     consumer = f"c{os.getpid()}"
     streams = {key: ">" for key in partitions}
+    width = int(window * 1000) if window else 0
     while not stop.is_set():
         reply = await client.xreadgroup(group, consumer, streams, count=count, block=100)
         if not reply:
@@ -110,8 +116,17 @@ async def count(url: str, stream: str, group: str, count: int) -> dict[str, Any]
         async with client.pipeline(transaction=False) as pipe:
             for key, entries in reply:
                 table = f"counts-{group}:{key.decode() if isinstance(key, bytes) else key}"
-                for _, fields in entries:
-                    pipe.hincrby(table, orjson.loads(fields[b"data"])["key"], 1)
+                if width:
+                    touched = set()
+                    for xid, fields in entries:
+                        start = int(xid.partition(b"-")[0]) // width * width
+                        pipe.hincrby(f"{table}:{start}", orjson.loads(fields[b"data"])["key"], 1)
+                        touched.add(start)
+                    for start in touched:
+                        pipe.pexpireat(f"{table}:{start}", start + width + 3_600_000)
+                else:
+                    for _, fields in entries:
+                        pipe.hincrby(table, orjson.loads(fields[b"data"])["key"], 1)
                 n += len(entries)
                 pipe.xack(key, group, *[xid for xid, _ in entries])
             tally.add(n)

@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--per-tick", type=int, default=25, help="events per send")
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to produce")
     parser.add_argument("--warmup", type=int, default=0, help="first events not measured")
-    parser.add_argument("--window", type=float, help="runnel count: per tumbling window")
+    parser.add_argument("--window", type=float, help="count: per tumbling window (s)")
     parser.add_argument("--metrics-port", type=int, help="runnel drain: serve metrics here")
     parser.add_argument(
         "--tracing", choices=["absent", "idle", "on"], help="runnel drain: runnel-otel's state"
@@ -74,7 +74,7 @@ def main() -> None:
     elif a.action == "drain":
         job = side.drain(a.url, a.stream, a.group, a.batch)
     elif a.action == "count" and a.window:
-        job = runnel_side.count(a.url, a.stream, a.group, a.batch, window=a.window)
+        job = side.count(a.url, a.stream, a.group, a.batch, window=a.window)
     elif a.action == "count":
         job = side.count(a.url, a.stream, a.group, a.batch)
     elif a.action == "takeover":

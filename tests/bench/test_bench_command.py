@@ -43,3 +43,17 @@ def test_every_benchmark_name_chooses_its_own_run_and_baseline() -> None:
         assert choose(name, None) == ({name: run}, "plain redis-py")
     assert choose(None, None) == (SUITE, "plain redis-py")
     assert list(choose("jobs", 2)[0]) == ["processes"]
+
+
+def test_a_case_only_where_the_benchmark_has_it() -> None:
+    """``memory identities`` runs the identity state alone; a case another benchmark has
+    no use for is refused in one line, not ignored (before any redis-server starts)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "state", "identities"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "error: no case 'identities' of state" in done.stderr
+    assert "Traceback" not in done.stderr
