@@ -93,6 +93,16 @@ class RunnelDataSource(DataSource):
                 "(or outputMode('append') when streaming)"
             )
         target = Target.from_options(options)
-        check_columns(target.stream(), schema)
+        if target.key_column is not None and not target.exactly_once:
+            raise Misconfigured(
+                f"option idempotencyKey={target.key_column!r} gives each row a key, which "
+                "exactlyOnce=false turns off: give one or the other"
+            )
+        check_columns(target.stream(), schema, target.key_column)
         target.prepare(writing=True)
+        if target.exactly_once and target.log is not None and not target.log.identities:
+            raise Misconfigured(
+                f"{type(target.log).__name__} cannot recognise rows it already took, which "
+                "exactly-once writes need: give option exactlyOnce=false to write at least once"
+            )
         return target
