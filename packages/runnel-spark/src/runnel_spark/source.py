@@ -32,9 +32,10 @@ class RunnelDataSource(DataSource):
     Options: ``stream`` (``MODULE:STREAM``, or a stream name with ``app=MODULE:APP``),
     ``url`` (overrides the app's ``redis_url``), ``chunkSize`` (entries per round trip);
     reads also ``start``/``end`` (inclusive ids), ``splitSize``; streaming reads
-    ``startingOffsets`` and ``maxEntriesPerTrigger``. ``table`` (``MODULE:TABLE``, or a
-    table name with ``app``) reads a table instead, with ``since``/``until`` for windowed
-    ones: batch reads only. See docs/spark.md.
+    ``startingOffsets`` and ``maxEntriesPerTrigger``; writes ``exactlyOnce`` (default
+    true: each row carries an identity) and ``idempotencyKey`` (a column of keys).
+    ``table`` (``MODULE:TABLE``, or a table name with ``app``) reads a table instead, with
+    ``since``/``until`` for windowed ones: batch reads only. See docs/spark.md.
     """
 
     @classmethod
