@@ -208,7 +208,7 @@ def test_a_task_failing_part_way_says_which_partitions_of_the_chunk_are_in(
     with pytest.raises(Exception) as failure:
         write(df, stream, redis_cluster_url, chunkSize="10")
     assert (
-        "appending the 40 rows of Spark partition 0 (attempt 0) failed after 30: rows 1-30 "
+        "appending the 40 rows of Spark partition 0 (attempt 3) failed after 30: rows 1-30 "
         "are in the stream; of rows 31-40 (the chunk in flight) those to stream partitions 0 "
         "are in, those to stream partitions 1 are not; the rest are not"
     ) in str(failure.value)

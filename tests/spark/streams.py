@@ -113,3 +113,37 @@ async def record_pings(events):
         _client = redis.Redis.from_url(os.environ["RUNNEL_REDIS_URL"])
     async for ping in events.records():
         _client.rpush("seen", f"{ping.key}:{ping.n}")
+
+
+FLAKY_PARTITION = "__strm:sparkt.flaky.1"
+_attempts_seen: set[tuple[int, int, int]] = set()
+
+
+def _flaky_key(ping: Ping) -> str:
+    """flaky's partition key, and, once per task attempt, a real failure of partition 1:
+    the first attempt of Spark partition 0 puts a string where partition 1's stream goes
+    (so its appends there fail after those to other partitions went in), later attempts
+    take it away. Redis is the URL the test put in the local property ``runnel.test.redis``.
+    """
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    url = context.getLocalProperty("runnel.test.redis") if context is not None else None
+    if context is None or url is None or context.partitionId() != 0:
+        return ping.key
+    attempt = (context.stageId(), context.partitionId(), context.attemptNumber())
+    if attempt not in _attempts_seen:
+        _attempts_seen.add(attempt)
+        client = redis.Redis.from_url(url)
+        if context.attemptNumber() == 0:
+            client.set(FLAKY_PARTITION, "not a stream")
+        elif client.type(FLAKY_PARTITION) == b"string":
+            client.delete(FLAKY_PARTITION)
+        client.close()
+    return ping.key
+
+
+flaky = app.stream("flaky", record=Ping, partition_by=_flaky_key, partition_count=PARTITIONS)
+keyed = app.stream(
+    "keyed", record=Ping, partition_by="key", partition_count=PARTITIONS, idempotency_key="n"
+)

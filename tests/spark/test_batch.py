@@ -146,7 +146,7 @@ def test_bad_rows_fail_the_task_and_nothing_of_it_is_written(
     with pytest.raises(Exception) as failure:
         write(df.coalesce(1), streams.pings_out, redis_url)
     message = str(failure.value)
-    assert "row 2 of Spark partition 0 (attempt 0) is not a valid Ping: " in message
+    assert "row 2 of Spark partition 0 (attempt 3) is not a valid Ping: " in message
     assert 'key: input should be a valid string (got null); the row: {"key": null' in message
     assert stored(redis_client, streams.pings_out) == []
 
@@ -160,7 +160,7 @@ def test_a_nan_to_a_json_stream_fails_the_task_and_msgpack_carries_it(
     with pytest.raises(Exception) as failure:
         write(df, streams.readings["json"], redis_url)
     message = str(failure.value)
-    assert "row 2 of Spark partition 0 (attempt 0) cannot be routed or encoded" in message
+    assert "row 2 of Spark partition 0 (attempt 3) cannot be routed or encoded" in message
     assert "value: nan: JSON has no NaN or infinity" in message
     assert "nothing of this task was written" in message
     assert stored(redis_client, streams.readings["json"]) == []
@@ -212,10 +212,12 @@ def test_a_task_failing_while_sending_says_how_far_it_got(
     with pytest.raises(Exception) as failure:
         write(df, stream, redis_url, chunkSize="10")
     assert (
-        "appending the 50 rows of Spark partition 0 (attempt 0) failed after 30: rows 1-30 "
+        "appending the 50 rows of Spark partition 0 (attempt 3) failed after 30: rows 1-30 "
         "are in the stream, rows 31-40 (the chunk in flight, appended all or none) may be, "
         "the rest are not"
     ) in str(failure.value)
+    assert "a retry of the task appends only the rows not in yet" in str(failure.value)
+    # Its four attempts appended rows 1-30 once.
     written = redis_client.xrange("__strm:sparkt.pings_out.0")
     assert [stream.decode(fields).n for _, fields in written] == list(range(30))
 
@@ -231,7 +233,7 @@ def test_a_task_failing_on_its_first_chunk_says_no_row_is_in(
     with pytest.raises(Exception) as failure:
         write(df, stream, redis_url, chunkSize="10")
     assert (
-        "appending the 20 rows of Spark partition 0 (attempt 0) failed after 0: no row is in "
+        "appending the 20 rows of Spark partition 0 (attempt 3) failed after 0: no row is in "
         "the stream yet, rows 1-10 (the chunk in flight, appended all or none) may be, the "
         "rest are not"
     ) in str(failure.value)

@@ -4,6 +4,8 @@ Spark starts its Python workers from the JVM, which inherits this process's envi
 when the session is created: ``PYSPARK_PYTHON`` picks this interpreter and ``PYTHONPATH``
 lets the workers import ``tests.spark.streams`` (the records and streams under test).
 Both are set only while the session starts, so other tests see the environment unchanged.
+The master is ``local[2,4]``: two cores, and a failed task is tried up to 4 times, as
+Spark does on a cluster (plain ``local[2]`` fails the job at a task's first failure).
 
 ``spark`` is a fixture: tests/spark/conftest.py registers it, and a test module elsewhere
 imports it by name. Skipped, like every module importing this one, without pyspark and
@@ -45,7 +47,7 @@ def spark(redis_server: Server) -> Iterator[Any]:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
     try:
         session = (
-            SparkSession.builder.master("local[2]")
+            SparkSession.builder.master("local[2,4]")
             .appName("runnel-spark-tests")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")

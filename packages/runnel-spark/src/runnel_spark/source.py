@@ -32,9 +32,10 @@ class RunnelDataSource(DataSource):
     Options: ``stream`` (``MODULE:STREAM``, or a stream name with ``app=MODULE:APP``),
     ``url`` (overrides the app's ``redis_url``), ``chunkSize`` (entries per round trip);
     reads also ``start``/``end`` (inclusive ids), ``splitSize``; streaming reads
-    ``startingOffsets`` and ``maxEntriesPerTrigger``. ``table`` (``MODULE:TABLE``, or a
-    table name with ``app``) reads a table instead, with ``since``/``until`` for windowed
-    ones: batch reads only. See docs/spark.md.
+    ``startingOffsets`` and ``maxEntriesPerTrigger``; writes ``exactlyOnce`` (default
+    true: each row carries an identity) and ``idempotencyKey`` (a column of keys).
+    ``table`` (``MODULE:TABLE``, or a table name with ``app``) reads a table instead, with
+    ``since``/``until`` for windowed ones: batch reads only. See docs/spark.md.
     """
 
     @classmethod
@@ -93,6 +94,16 @@ class RunnelDataSource(DataSource):
                 "(or outputMode('append') when streaming)"
             )
         target = Target.from_options(options)
-        check_columns(target.stream(), schema)
+        if target.key_column is not None and not target.exactly_once:
+            raise Misconfigured(
+                f"option idempotencyKey={target.key_column!r} gives each row a key, which "
+                "exactlyOnce=false turns off: give one or the other"
+            )
+        check_columns(target.stream(), schema, target.key_column)
         target.prepare(writing=True)
+        if target.exactly_once and target.log is not None and not target.log.identities:
+            raise Misconfigured(
+                f"{type(target.log).__name__} cannot recognise rows it already took, which "
+                "exactly-once writes need: give option exactlyOnce=false to write at least once"
+            )
         return target

@@ -82,6 +82,10 @@ class Target:
     schemas: dict[str, str] | None = None
     writing: bool = False
     chunk: int = 1000
+    exactly_once: bool = True
+    """Writes give each row an identity (option ``exactlyOnce``, default true)."""
+    key_column: str | None = None
+    """The column whose value is each row's key (option ``idempotencyKey``)."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> Target:
@@ -101,6 +105,8 @@ class Target:
             url=options.get("url") or stream.app.settings.redis_url,
             signature=_signature(stream),
             chunk=positive(options, "chunksize", 1000),
+            exactly_once=boolean(options, "exactlyonce", True),
+            key_column=options.get("idempotencykey") or None,
         )
 
     # On the driver.
@@ -221,6 +227,16 @@ def positive(options: Mapping[str, str], name: str, default: int) -> int:
     if value < 1:
         raise Misconfigured(f"option {name}={raw!r} must be a positive integer")
     return value
+
+
+def boolean(options: Mapping[str, str], name: str, default: bool) -> bool:
+    """Option ``name`` (lower case) as ``true`` or ``false`` (any case)."""
+    raw = options.get(name)
+    if raw is None:
+        return default
+    if str(raw).lower() in ("true", "false"):
+        return str(raw).lower() == "true"
+    raise Misconfigured(f"option {name}={raw!r} must be true or false")
 
 
 def _difference(driver: tuple[Any, ...], here: tuple[Any, ...]) -> str:
