@@ -1,10 +1,11 @@
 """The pipeline Runnel exists for, end to end, with real processes: Spark writes 100,000
-events into a stream while chosen tasks fail after part of their rows are in (and
-speculation is on); a Python producer sends 5,000 more through a TCP proxy that drops
-replies; three worker processes count per key into a table and send one record per
-event to an output stream, while workers are killed with ``kill -9`` twice; then Spark
-reads the table and the output stream. Every count is exact and every input's output is
-there once.
+events into a stream while the processes of chosen tasks die (``SIGKILL``, as a lost
+executor) after part of their rows are in, so Spark runs those tasks again (speculation
+is on too, though local Spark starts no speculative copy); a Python producer sends
+5,000 more through a TCP proxy that drops replies; three worker processes count per key
+into a table and send one record per event to an output stream, while workers are
+killed with ``kill -9`` twice; then Spark reads the table and the output stream. Every
+count is exact and every input's output is there once.
 
 The same pipeline with identities turned off (the sink's and the producer's) counts some
 events twice: the faults really hit rows in flight, so the test can fail.
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.support.processes import WorkerProcess, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 from tests.support.proxy import Proxy
 
 pytest.importorskip("pyspark")
@@ -35,22 +36,63 @@ pytest.importorskip("pyarrow")
 KEYS = 97
 PARTITIONS = 8
 SPARK_PARTITIONS = 8
-FAILING = (1, 4, 6)  # Spark partitions whose first attempt fails halfway
+FAILING = (1, 4, 6)  # Spark partitions whose first attempt dies with some rows in
 LOCK_EXPIRY = 3.0
 SINK_WITHOUT_IDENTITIES = {"exactlyOnce": "false"}  # the sink option that turns them off
 
 APP = """
 import asyncio
+import os
+import signal
+import threading
 import time
+
+import redis
+from pydantic import model_validator
 
 from runnel import App, Record
 
 app = App(name={name!r})
+_validated = {{}}
+
+
+def crash_midway():
+    # In the Spark sink's process, on the first attempt of a chosen task: once the task
+    # has checked all its rows and its first chunks are going in, its process dies as an
+    # executor that is lost does (nothing is flushed, nothing told).
+    failing = os.environ.get("PIPELINE_FAILING")
+    if not failing:
+        return
+    from pyspark import TaskContext
+
+    task = TaskContext.get()
+    if task is None or task.attemptNumber() != 0:
+        return
+    if str(task.partitionId()) not in failing.split(","):
+        return
+    ident = (task.stageId(), task.partitionId())
+    _validated[ident] = _validated.get(ident, 0) + 1
+    if _validated[ident] == int(os.environ["PIPELINE_PER_TASK"]):
+        threading.Thread(target=_kill_when_rows_go_in, daemon=True).start()
+
+
+def _kill_when_rows_go_in():
+    client = redis.Redis.from_url(os.environ["RUNNEL_REDIS_URL"])
+    keys = [f"__strm:{name}.events.{{n}}" for n in range({partitions})]
+    first = sum(client.xlen(k) for k in keys)
+    while sum(client.xlen(k) for k in keys) < first + 500:
+        time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Event(Record):
     key: str
     n: int
+
+    @model_validator(mode="after")
+    def _in_spark(self):
+        crash_midway()
+        return self
 
 
 events_in = app.stream("events", record=Event, partition_by="key", partition_count={partitions})
@@ -72,7 +114,6 @@ import json
 import os
 import sys
 
-from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 import runnel_spark
@@ -94,19 +135,10 @@ spark.sparkContext.setLogLevel("ERROR")
 runnel_spark.register(spark)
 
 if mode == "write":
-    rows, failing, options = int(sys.argv[3]), json.loads(sys.argv[4]), json.loads(sys.argv[5])
-    half = rows // {spark_partitions} // 2
-
-    def fail_halfway(index, numbers):
-        first = TaskContext.get().attemptNumber() == 0
-        for i, n in enumerate(numbers):
-            if first and index in failing and i == half:
-                raise RuntimeError(f"planned failure of Spark partition {{index}}")
-            yield (f"k{{n % {keys}}}", n)
-
+    rows, options = int(sys.argv[3]), json.loads(sys.argv[4])
     df = spark.createDataFrame(
         spark.sparkContext.parallelize(range(rows), {spark_partitions})
-        .mapPartitionsWithIndex(fail_halfway),
+        .map(lambda n: (f"k{{n % {keys}}}", n)),
         "key string, n long",
     )
     (
@@ -127,6 +159,7 @@ spark.stop()
 PRODUCER = """
 import asyncio
 import sys
+from pathlib import Path
 
 from pipeapp import Event, app, events_in
 
@@ -135,6 +168,10 @@ first, count = int(sys.argv[1]), int(sys.argv[2])
 
 async def main():
     for start in range(first, first + count, 100):
+        if start == first + 100:  # warmed up (scripts loaded): the test arms its proxy now
+            Path("warm").touch()
+            while not Path("go").exists():
+                await asyncio.sleep(0.01)
         batch = [Event(key=f"k{{n % {keys}}}", n=n) for n in range(start, start + 100)]
         while True:
             try:
@@ -174,9 +211,9 @@ def _acknowledged(client: redis.Redis, app_name: str) -> int:
 
 def _pipeline(
     tmp_path: Path, redis_url: str, app_name: str, rows: int, sent: int, identities: bool
-) -> tuple[dict[str, int], list[tuple[str, int]], Counter[str]]:
-    """Run it; what the table and the output stream hold, as Spark reads them, and the
-    counts per key that went in."""
+) -> tuple[dict[str, int], list[tuple[str, int]], Counter[str], int]:
+    """Run it; what the table and the output stream hold, as Spark reads them, the
+    counts per key that went in, and the duplicates the stream dropped."""
     (tmp_path / "pipeapp.py").write_text(
         textwrap.dedent(APP.format(name=app_name, partitions=PARTITIONS))
     )
@@ -196,6 +233,12 @@ def _pipeline(
         settings["RUNNEL_IDEMPOTENT_SENDS"] = "false"
     env = env_with(redis_url, **settings)
     producer_env = env_with(proxy.url, **settings)
+    spark_env = env_with(
+        redis_url,
+        **settings,
+        PIPELINE_FAILING=",".join(map(str, FAILING)),
+        PIPELINE_PER_TASK=str(rows // SPARK_PARTITIONS),
+    )
     client = redis.Redis.from_url(redis_url)
     workers: list[WorkerProcess] = []
     sink_options = {} if identities else SINK_WITHOUT_IDENTITIES
@@ -210,8 +253,9 @@ def _pipeline(
         start()
         writing = subprocess.Popen(
             [sys.executable, "spark_job.py", "write", redis_url, str(rows),
-             json.dumps(FAILING), json.dumps(sink_options)],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+             json.dumps(sink_options)],
+            cwd=tmp_path, env=spark_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
         )  # fmt: skip
         producing = subprocess.Popen(
             [sys.executable, "producer.py", str(rows), str(sent)],
@@ -219,8 +263,10 @@ def _pipeline(
             text=True,
         )  # fmt: skip
         pattern = f"__strm:{app_name}.events.".encode()
-        for _ in range(3):  # three replies the producer never gets
+        wait_for(lambda: (tmp_path / "warm").exists(), timeout=120)
+        for _ in range(3):  # three replies to its appends the producer never gets
             proxy.arm(pattern)
+            (tmp_path / "go").touch()
             wait_for(lambda: proxy.dropped.is_set() or producing.poll() is not None, timeout=120)
         wait_for(lambda: _acknowledged(client, app_name) > rows // 10, timeout=300)
         victim.kill()  # SIGKILL: whatever it held in flight is delivered again
@@ -239,6 +285,8 @@ def _pipeline(
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert read.returncode == 0, read.stderr[-3000:]
+        status = cli("status", "pipeapp:app", "--json", cwd=tmp_path, env=env)
+        assert status.returncode == 0, status.stderr
     finally:
         for w in workers:
             if w.proc.poll() is None:
@@ -247,7 +295,9 @@ def _pipeline(
         client.close()
     found = json.loads(read.stdout.strip().splitlines()[-1])
     went_in = Counter(f"k{n % KEYS}" for n in range(rows + sent))
-    return found["counts"], [(k, n) for k, n in found["outputs"]], went_in
+    [count] = [p for p in json.loads(status.stdout)["processors"] if p["name"] == "count"]
+    outputs = [(k, n) for k, n in found["outputs"]]
+    return found["counts"], outputs, went_in, count["duplicates_dropped"]
 
 
 @pytest.mark.timeout(1500)
@@ -255,9 +305,10 @@ def test_spark_to_tables_to_spark_counts_every_event_once(
     tmp_path: Path, redis_url: str, app_name: str
 ) -> None:
     rows, sent = 100_000, 5_000
-    counts, outputs, went_in = _pipeline(tmp_path, redis_url, app_name, rows, sent, True)
+    counts, outputs, went_in, dropped = _pipeline(tmp_path, redis_url, app_name, rows, sent, True)
     assert counts == dict(went_in)
     assert Counter(outputs) == Counter((f"k{n % KEYS}", n) for n in range(rows + sent))
+    assert dropped > 0  # retried tasks and lost replies really sent rows again
 
 
 @pytest.mark.timeout(1500)
@@ -265,8 +316,12 @@ def test_the_same_pipeline_without_identities_counts_some_events_twice(
     tmp_path: Path, redis_url: str, app_name: str
 ) -> None:
     rows, sent = 40_000, 2_000
-    counts, outputs, went_in = _pipeline(tmp_path, redis_url, app_name, rows, sent, False)
+    counts, outputs, went_in, dropped = _pipeline(tmp_path, redis_url, app_name, rows, sent, False)
     assert set(counts) == set(went_in)
     assert all(counts[k] >= went_in[k] for k in went_in)  # nothing lost...
     assert sum(counts.values()) > rows + sent  # ...and some events in twice
     assert len(outputs) == sum(counts.values())  # each copy processed once
+    twice = [n for (_, n), times in Counter(outputs).items() if times > 1]
+    assert any(n < rows for n in twice)  # rows of Spark's retried tasks
+    assert any(n >= rows for n in twice)  # records of the producer's lost replies
+    assert dropped == 0
