@@ -23,7 +23,8 @@ def backend_for(url: str, settings: Settings) -> Backend:
             f"redis_url {redact(url)!r} has no scheme (write it as redis://host:port/db)"
         )
     try:
-        _ = parts.port  # checks it: a port that is not a number raises
+        if "," not in parts.netloc:  # a list of hosts (sentinels) is its plugin's to check
+            _ = parts.port  # checks it: a port that is not a number raises
     except ValueError as exc:
         raise Misconfigured(f"redis_url {redact(url)!r}: {exc}") from None
     scheme = parts.scheme
