@@ -129,7 +129,7 @@ async def test_a_demoted_master_is_unavailable_not_a_bug(sentinels: SentinelGrou
     try:
         with pytest.raises(Unavailable) as caught:
             await transport.append([(PartitionId("shop", "s", 0), {b"v": b"1"})])
-        assert "READONLY" in str(caught.value)
+        assert "read only replica" in str(caught.value)
     finally:
         await transport.aclose()
 

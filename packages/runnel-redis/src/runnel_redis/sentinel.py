@@ -82,7 +82,7 @@ def parse(url: str) -> Target:
     URL's passwords hidden) when it is not one."""
 
     def bad(why: str) -> Misconfigured:
-        return Misconfigured(f"redis_url {redact(url)!r}: {why} (write it as {FORM})")
+        return Misconfigured(f"redis_url {shown(url)!r}: {why} (write it as {FORM})")
 
     scheme, _, rest = url.partition("://")
     scheme = scheme.lower()
@@ -144,6 +144,20 @@ def parse(url: str) -> Target:
         tls=scheme == "rediss+sentinel",
         options=options,
     )
+
+
+def shown(url: str) -> str:
+    """``url`` as an error may show it: passwords hidden, and the value of any option but
+    the known ones too (a misspelt ``sentinel_password`` still holds a password)."""
+    head, mark, query = redact(url).partition("?")
+    if not mark:
+        return head
+    items = []
+    for item in query.split("&"):
+        name, equals, value = item.partition("=")
+        keep = name in OPTIONS or not equals or value == "***"
+        items.append(item if keep else f"{name}=***")
+    return f"{head}?{'&'.join(items)}"
 
 
 def _address(item: str, bad: Any) -> tuple[str, int]:
