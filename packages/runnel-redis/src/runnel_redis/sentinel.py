@@ -88,7 +88,10 @@ def parse(url: str) -> Target:
     scheme = scheme.lower()
     if scheme not in SCHEMES:
         raise bad(f"not a sentinel URL ({', '.join(s + '://' for s in SCHEMES)})")
-    parts = urlsplit("x://" + rest)
+    try:
+        parts = urlsplit("x://" + rest)
+    except ValueError as exc:  # an unclosed [ of an IPv6 address
+        raise bad(str(exc)) from None
     if parts.fragment:
         raise bad("a sentinel URL takes no #fragment")
     userinfo, at, hosts = parts.netloc.rpartition("@")
@@ -99,6 +102,8 @@ def parse(url: str) -> Target:
         password = unquote(secret) if colon else None
         if not colon and username:
             password, username = username, None  # redis://SECRET@host: a password alone
+    if not hosts:
+        raise bad("no host: name the sentinels, HOST:PORT,HOST:PORT,...")
     sentinels = [_address(item, bad) for item in hosts.split(",")]
     path = [unquote(p) for p in parts.path.split("/")[1:]]
     if path and path[-1] == "":
