@@ -16,6 +16,7 @@ import redis
 
 from runnel import App, Record
 from runnel.exceptions import RunnelError
+from tests.support.apps import eventually
 from tests.support.cli_app import MODULE, Project, write_app
 from tests.support.processes import WorkerProcess, wait_for
 from tests.support.sentinel import DATA_PASSWORD, SENTINEL_PASSWORD, SentinelGroup
@@ -84,7 +85,8 @@ def test_send_worker_status_and_acl_through_the_sentinels(project: Project, redi
 )
 def test_a_bad_sentinel_url_is_one_error_line(project: Project, redis_url: str, url: str) -> None:
     bad = url.format(data=DATA_PASSWORD, sentinel=SENTINEL_PASSWORD)
-    err = one_error_line(project.run("status", APP, env=env(project, redis_url, RUNNEL_REDIS_URL=bad)))
+    done = project.run("status", APP, env=env(project, redis_url, RUNNEL_REDIS_URL=bad))
+    err = one_error_line(done)
     assert "redis+sentinel://" in err
 
 
@@ -92,7 +94,8 @@ def test_a_wrong_sentinel_password_is_one_error_line(
     project: Project, redis_url: str, sentinels: SentinelGroup
 ) -> None:
     bad = sentinels.url().replace(SENTINEL_PASSWORD, "not-it")
-    err = one_error_line(project.run("status", APP, env=env(project, redis_url, RUNNEL_REDIS_URL=bad)))
+    done = project.run("status", APP, env=env(project, redis_url, RUNNEL_REDIS_URL=bad))
+    err = one_error_line(done)
     assert "sentinel" in err and "sentinel_password" in err and "not-it" not in err
 
 
@@ -129,7 +132,7 @@ async def test_a_worker_process_and_a_producer_follow_a_failover(
 
     with WorkerProcess(APP, project.dir, env(project, redis_url)) as worker:
         producer = asyncio.create_task(produce(producer_app, sent, stop))
-        await until(lambda: len(seen()) >= 50, "processing started")
+        await eventually(lambda: len(seen()) >= 50, "processing started")
         if how == "sentinel-failover":
             await asyncio.to_thread(sentinels.failover)
         else:
@@ -138,17 +141,11 @@ async def test_a_worker_process_and_a_producer_follow_a_failover(
             # NotReplicated (in Redis, but not known to be safe) meanwhile.
             await asyncio.to_thread(sentinels.revive, killed)
         before = len(sent)
-        await until(lambda: len(sent) >= before + 100, "sends go on after the failover")
+        await eventually(lambda: len(sent) >= before + 100, "sends go on after the failover")
         stop.set()
         await producer
-        await until(lambda: set(sent) <= seen(), "every sent event processed")
+        await eventually(lambda: set(sent) <= seen(), "every sent event processed")
         assert worker.proc.poll() is None, worker.output  # the same process throughout
         assert worker.stop() == 0, worker.output
         no_password(worker.output)
     await producer_app.aclose()
-
-
-async def until(check: Any, what: str, timeout: float = 60) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.05)

@@ -6,9 +6,7 @@ import re
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 _USERINFO = re.compile(r"(?P<head>^[^:/?#]*://[^:@/?#]*):[^@/?#]*@")
-_QUERY_SECRET = re.compile(
-    r"(?P<head>[?&](?:[\w.-]*password|pass|pwd)=)[^&#]*", re.IGNORECASE
-)
+_QUERY_SECRET = re.compile(r"(?P<head>[?&](?:[\w.-]*password|pass|pwd)=)[^&#]*", re.IGNORECASE)
 """A query option holding a password: ``password=``, ``sentinel_password=``, ..."""
 
 

@@ -247,14 +247,14 @@ class _AsyncSentinels(AsyncSentinel):
         refused: list[AccessDenied] = []
         for index, sentinel in enumerate(self.sentinels):
             try:
-                masters = await sentinel.sentinel_masters()
+                masters: Any = await sentinel.sentinel_masters()
             except AccessDenied as exc:
                 refused.append(_refused(sentinel, exc))
                 continue
             except (ConnectionError, ResponseError, TimeoutError, OSError) as exc:
                 problems.append(f"{_where(sentinel)}: {type(exc).__name__}: {exc}")
                 continue
-            state = masters.get(service_name)
+            state: Any = masters.get(service_name)
             why = _master(service_name, state)
             if why is None:
                 self.sentinels.insert(0, self.sentinels.pop(index))  # asked first next time
@@ -274,11 +274,11 @@ class _Sentinels(Sentinel):
         problems: list[str] = []
         for index, sentinel in enumerate(self.sentinels):
             try:
-                masters = sentinel.sentinel_masters()
+                masters: Any = sentinel.sentinel_masters()
             except (ConnectionError, ResponseError, TimeoutError, OSError) as exc:
                 problems.append(f"{_where(sentinel)}: {type(exc).__name__}: {exc}")
                 continue
-            state = masters.get(service_name)
+            state: Any = masters.get(service_name)
             why = _master(service_name, state)
             if why is None:
                 self.sentinels.insert(0, self.sentinels.pop(index))
