@@ -37,12 +37,8 @@ taken by such pipelines, nothing would ever be released)."""
 
 
 def client(url: str, max_connections: int, **options: Any) -> aioredis.Redis:
-    """An asyncio client for a single Redis (or a unix socket, or the master a sentinel
-    URL names) whose calls wait for one of ``max_connections`` connections."""
-    if url.split("://", 1)[0].lower().endswith("+sentinel"):
-        from runnel_redis import sentinel
-
-        return sentinel.async_client(url, max_connections, **options)
+    """An asyncio client for a single Redis (or a unix socket) whose calls wait for one of
+    ``max_connections`` connections (runnel_redis.sentinel has the one through Sentinel)."""
     pool = WaitingPool.from_url(url, max_connections=max_connections, **options)
     return aioredis.Redis.from_pool(pool)
 
