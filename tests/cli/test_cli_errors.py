@@ -325,8 +325,15 @@ SECRET = "Pw-5e3cret"
         (f"redis://u:{SECRET}@127.0.0.1:99999/0", ["range", "u:***@"]),
         ("localhost:6379", ["no scheme", "localhost:6379"]),
         (f"u:{SECRET}@localhost:6379", ["no scheme"]),
+        (f"redis://u:{SECRET}@[::1:6379/0", ["Invalid IPv6 URL", "u:***@"]),
     ],
-    ids=["port-not-a-number", "port-out-of-range", "no-scheme", "no-scheme-with-password"],
+    ids=[
+        "port-not-a-number",
+        "port-out-of-range",
+        "no-scheme",
+        "no-scheme-with-password",
+        "unclosed-ipv6-bracket",
+    ],
 )
 def test_malformed_redis_url(project: Project, url: str, names: list[str]) -> None:
     for args in (["send", STREAM, GOOD_EVENT], ["status", APP]):

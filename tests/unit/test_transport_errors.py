@@ -55,6 +55,22 @@ def test_away_or_slow_is_unavailable(exc: BaseException) -> None:
 
 
 @pytest.mark.parametrize(
+    "reply",
+    [
+        "READONLY You can't write against a read only replica. script: 76f9, on @user_script:141.",
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        "BUSY Redis is busy running a script.",
+        "LOADING Redis is loading the dataset in memory",
+    ],
+)
+def test_a_reply_of_a_server_failing_over_is_unavailable(reply: str) -> None:
+    """As redis-py's parser makes them: it takes the code off the message of the replies
+    it has a class for (a demoted master's READONLY among them)."""
+    exc = errors.parser_class("redis://x").parse_error(reply)
+    assert isinstance(translate(exc), Unavailable), (type(exc), str(exc))
+
+
+@pytest.mark.parametrize(
     "exc",
     [
         redis_errors.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"),

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
-from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -34,6 +33,7 @@ from runnel.app import App
 from runnel.commands import finite
 from runnel.exceptions import AccessDenied, RunnelError, StoreFull, TransportError
 from runnel.runtime.retry import cancel_and_wait
+from runnel.urls import secrets as url_secrets
 from runnel_dashboard import api
 from runnel_dashboard.access import LOCAL, Access
 from runnel_dashboard.actions import ACTIONS, Refused
@@ -224,9 +224,6 @@ def _describe(app: App, exc: Exception) -> str:
         text = str(exc)
     else:
         text = f"cannot read {url}: {type(exc).__name__}: {exc}"
-    password = _password(app.settings.redis_url)
-    return text.replace(password, "***") if password else text
-
-
-def _password(url: str) -> str | None:
-    return urlsplit(url).password
+    for password in url_secrets(app.settings.redis_url):
+        text = text.replace(password, "***")
+    return text

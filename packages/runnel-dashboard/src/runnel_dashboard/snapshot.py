@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from runnel.admin.dead_letters import oldest_dead_jobs
 from runnel.admin.jobs import jobs_report, progress_report, running_jobs
@@ -19,6 +18,7 @@ from runnel.admin.status import (
 from runnel.admin.tables import tables_report
 from runnel.admin.workflows import recent_workflows, tally
 from runnel.app import App
+from runnel.urls import redact
 
 DEAD_SHOWN = 200
 """The page lists at most this many dead letters (the oldest); the count says how many."""
@@ -31,13 +31,9 @@ MEMBERS_SHOWN = 50
 
 
 def hide_password(url: str) -> str:
-    """The URL with any password replaced, so that it can be shown in the page."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """The URL with its passwords replaced (the user's and a sentinel's), so that it can
+    be shown in the page."""
+    return redact(url)
 
 
 def iso(seconds: float | None) -> str | None:

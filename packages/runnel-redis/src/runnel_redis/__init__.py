@@ -1,5 +1,7 @@
-"""Runnel's Redis Streams transport (``redis://``, ``rediss://``, ``unix://``) and an
-embedded development server (``redis+embedded://``).
+"""Runnel's Redis Streams transport (``redis://``, ``rediss://``, ``unix://``; through
+Sentinel, ``redis+sentinel://`` and ``rediss+sentinel://``; on a Redis Cluster,
+``redis+cluster://`` and ``rediss+cluster://``) and an embedded development server
+(``redis+embedded://``).
 
 ``RedisTransport`` is imported on first use (PEP 562): every ``runnel`` command loads this
 plugin, and redis-py is slow to import."""

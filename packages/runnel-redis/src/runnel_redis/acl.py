@@ -83,7 +83,16 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 PASSWORD_PLACEHOLDER = "PASSWORD"
 """What ``runnel acl`` prints instead of a password: the operator puts the real one in."""
 
-SCHEMES = ("redis", "rediss", "unix", "redis+embedded", "redis+cluster", "rediss+cluster")
+SCHEMES = (
+    "redis",
+    "rediss",
+    "unix",
+    "redis+embedded",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
 """The URL schemes whose store is this plugin's (see plugin.py)."""
 
 _SAMPLE = "\x00"

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 """runnel_redis.layout's, named here so that registering does not import the layouts
 (tests/unit/test_cluster_layout.py checks they are the same)."""
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+"""runnel_redis.sentinel's (the same check)."""
 
 log = logging.getLogger("runnel.redis")
 
@@ -62,7 +64,7 @@ def _embedded(url: str, settings: Settings) -> RedisTransport:
 
 @hookimpl
 def runnel_transports(register: RegisterTransport) -> None:
-    for scheme in ("redis", "rediss", "unix"):
+    for scheme in ("redis", "rediss", "unix", *SENTINEL_SCHEMES):
         register(scheme, _client)
     register("redis+embedded", _embedded)
     for scheme in CLUSTER_SCHEMES:

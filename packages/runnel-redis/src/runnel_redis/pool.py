@@ -38,16 +38,16 @@ taken by such pipelines, nothing would ever be released)."""
 
 def client(url: str, max_connections: int, **options: Any) -> aioredis.Redis:
     """An asyncio client for a single Redis (or a unix socket) whose calls wait for one of
-    ``max_connections`` connections."""
+    ``max_connections`` connections (runnel_redis.sentinel has the one through Sentinel)."""
     pool = WaitingPool.from_url(url, max_connections=max_connections, **options)
     return aioredis.Redis.from_pool(pool)
 
 
-class WaitingPool(aioredis.ConnectionPool):
-    """redis-py's pool, except that a call finding every connection in use waits for one
-    to be released instead of raising. The usual path is the parent's own: waiting costs
-    only when the bound is reached (redis-py's ``BlockingConnectionPool`` takes a lock and
-    a condition on every call, about a tenth of a small command's time here)."""
+class Waiting:
+    """Makes a redis-py pool's call that finds every connection in use wait for one to be
+    released instead of raising. The usual path is the pool's own: waiting costs only
+    when the bound is reached (redis-py's ``BlockingConnectionPool`` takes a lock and a
+    condition on every call, about a tenth of a small command's time here)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,7 +57,7 @@ class WaitingPool(aioredis.ConnectionPool):
         first = True
         while True:
             try:
-                return await super().get_connection(*args, **kwargs)
+                return await super().get_connection(*args, **kwargs)  # type: ignore[misc]
             except MaxConnectionsError:
                 turn = asyncio.get_running_loop().create_future()
                 # One that lost its turn to a newcomer goes back to the head of the line.
@@ -73,7 +73,7 @@ class WaitingPool(aioredis.ConnectionPool):
                     raise
 
     async def release(self, connection: Any) -> None:
-        await super().release(connection)
+        await super().release(connection)  # type: ignore[misc]
         self._wake_one()
 
     def _wake_one(self) -> None:
@@ -82,6 +82,10 @@ class WaitingPool(aioredis.ConnectionPool):
             if not turn.done():
                 turn.set_result(None)
                 return
+
+
+class WaitingPool(Waiting, aioredis.ConnectionPool):
+    """redis-py's pool for one Redis, whose calls wait for a free connection."""
 
 
 class _Places:

@@ -111,11 +111,17 @@ def kind_of(exc: BaseException) -> type[TransportError] | None:
     if isinstance(exc, redis_errors.RedisClusterException):
         return TransportError  # not a RedisError, though the cluster client raises it
     if isinstance(exc, redis_errors.ResponseError):
-        code = str(exc).split(" ", 1)[0]
-        return Unavailable if code in _MOMENTARY else TransportError
+        return Unavailable if _code(exc) in _MOMENTARY else TransportError
     if isinstance(exc, redis_errors.RedisError):
         return TransportError
     return None
+
+
+def _code(exc: redis_errors.ResponseError) -> str:
+    """An error reply's code: redis-py takes it off the message of the replies it has a
+    class for (READONLY, MASTERDOWN, ...), keeping it as ``status_code``."""
+    code = getattr(exc, "status_code", None)
+    return code if isinstance(code, str) and code else str(exc).split(" ", 1)[0]
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

@@ -28,7 +28,7 @@ from runnel.store.identity import (
 from runnel.store.log import Fields, PartitionId
 from runnel.store.synclog import Entries, Extent, LogError, LogFull, SyncLog, next_id
 from runnel.urls import redact
-from runnel_redis import resp, scripts
+from runnel_redis import resp, scripts, sentinel
 from runnel_redis.identities import identity_head, identity_marks
 from runnel_redis.layout import Classic, KeyLayout, layout_for
 
@@ -105,7 +105,11 @@ class RedisLog(KeyedLog):
         if self._redis is None:
             # No silent retries: an append whose reply was lost may have been applied, and
             # only the caller can say what to do about it.
-            client = redis.Redis.from_url(self.url, retry=Retry(NoBackoff(), 0))
+            retry = Retry(NoBackoff(), 0)
+            if sentinel.is_sentinel(self.url):  # the master the sentinels name, each connect
+                client = sentinel.sync_client(self.url, retry=retry)
+            else:
+                client = redis.Redis.from_url(self.url, retry=retry)
             for name in _RAW:
                 client.response_callbacks.pop(name, None)
             self._redis = client
@@ -238,7 +242,10 @@ class RedisLog(KeyedLog):
 
     def close(self) -> None:
         if self._redis is not None:
-            self._redis.close()
+            if sentinel.is_sentinel(self.url):
+                sentinel.close(self._redis)
+            else:
+                self._redis.close()
             self._redis = None
 
 

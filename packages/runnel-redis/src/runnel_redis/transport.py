@@ -24,7 +24,7 @@ from runnel.store.identity import (
 from runnel.store.log import Fields, Log, LogAdmin, PartitionId
 from runnel.store.synclog import SyncLog
 from runnel.urls import redact
-from runnel_redis import errors, pool, resp, scripts
+from runnel_redis import errors, pool, resp, scripts, sentinel
 from runnel_redis.coordination import RedisCoordination, RedisLeadership
 from runnel_redis.identities import identity_head, identity_marks, remembered_counts
 from runnel_redis.layout import Classic, KeyLayout
@@ -92,9 +92,7 @@ class RedisTransport(Backend, Log, LogAdmin):
         # own exceptions, naming the user but never the password.
         client_options.setdefault("parser_class", errors.parser_class(self.url))
         # More calls at once than connections wait for one (runnel_redis.pool).
-        client = pool.client(
-            self.url, self.max_connections, decode_responses=False, **client_options
-        )
+        client = _client(self.url, self.max_connections, decode_responses=False, **client_options)
         for name in _RAW_REPLIES:
             client.response_callbacks.pop(name, None)
         return client
@@ -331,7 +329,7 @@ class RedisTransport(Backend, Log, LogAdmin):
         """A plain redis-py asyncio client for the app's URL (``App.redis``), kept apart
         from Runnel's own, whose replies are left raw for speed."""
         if self._client is None:
-            self._client = pool.client(self.url, self.max_connections)
+            self._client = _client(self.url, self.max_connections)
         return self._client
 
     async def aclose(self) -> None:
@@ -458,6 +456,13 @@ class RedisTransport(Backend, Log, LogAdmin):
 
     def sync_log(self) -> SyncLog:
         return RedisLog(self.url, self.layout)
+
+
+def _client(url: str, max_connections: int, **options: Any) -> aioredis.Redis:
+    """The client of one Redis, or of the master the sentinels name (``redis+sentinel://``)."""
+    if sentinel.is_sentinel(url):
+        return sentinel.async_client(url, max_connections, **options)
+    return pool.client(url, max_connections, **options)
 
 
 def _first_ids(streams: Mapping[str, int], keys: Sequence[str], ids: Sequence[str]) -> list[str]:

@@ -54,6 +54,8 @@ PROVIDERS: dict[tuple[str, str], Provider] = {
             "redis+embedded",
             "redis+cluster",
             "rediss+cluster",
+            "redis+sentinel",
+            "rediss+sentinel",
         )
     },
 }

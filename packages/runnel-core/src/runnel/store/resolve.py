@@ -17,13 +17,17 @@ if TYPE_CHECKING:
 
 def backend_for(url: str, settings: Settings) -> Backend:
     """Build the store that a plugin registered for ``url``'s scheme."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [
+        raise Misconfigured(f"redis_url {redact(url)!r}: {exc}") from None
     if not parts.scheme or "://" not in url:
         raise Misconfigured(
             f"redis_url {redact(url)!r} has no scheme (write it as redis://host:port/db)"
         )
     try:
-        _ = parts.port  # checks it: a port that is not a number raises
+        if "," not in parts.netloc:  # a list of hosts (sentinels) is its plugin's to check
+            _ = parts.port  # checks it: a port that is not a number raises
     except ValueError as exc:
         raise Misconfigured(f"redis_url {redact(url)!r}: {exc}") from None
     scheme = parts.scheme
