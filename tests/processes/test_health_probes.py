@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from runnel_redis.embedded import Server, start_server
+from runnel_redis.keys import membership
 from tests.support.metrics_scrape import present, scrape
 from tests.support.ports import free_port, start_redis
-from tests.support.processes import WorkerProcess, env_with, wait_for
+from tests.support.processes import WorkerProcess, cli, env_with, wait_for
 
 HANG = 90
 
@@ -199,3 +201,37 @@ def test_supervisor_answers_for_two_processes(
         wait_for(lambda: answers(port, "/healthz", 200), HANG)
         wait_for(lambda: answers(port, "/readyz", 200), HANG)
         assert supervisor.stop() == 0, supervisor.output
+
+
+def test_members_lost_from_the_store_join_again(
+    tmp_path: Path, app_name: str, own_redis: list[Server]
+) -> None:
+    """The membership gone from Redis (evicted, deleted, a Redis that lost it) while every
+    lock and heartbeat stays: two processes, one partition. No executor is told (no lock
+    lost, no control message): each one's maintenance must see it is no longer a member
+    and join again; meanwhile /readyz says why it is not ready."""
+    server = own_redis[0]
+    project(tmp_path, app_name, partitions=1)
+    port = free_port()
+    env = env_with(server.url)
+    args = ("--processes", "2", "--health-port", str(port), "--health-host", "127.0.0.1")
+    with WorkerProcess("probedapp:app", tmp_path, env, *args) as supervisor:
+        wait_for(lambda: answers(port, "/readyz", 200), HANG)
+        assert probe(port, "/metrics") == (404, {"error": "not found"})  # no metrics asked
+        assert set(member_pids(tmp_path, env)) == set(children(supervisor))
+
+        client = redis.Redis(port=server.port)
+        assert client.delete(membership(app_name, "pings", "work")) == 1
+        client.close()
+        wait_for(
+            lambda: sorted(member_pids(tmp_path, env)) == sorted(children(supervisor)), HANG
+        )
+        wait_for(lambda: answers(port, "/readyz", 200), HANG)
+        assert answers(port, "/healthz", 200) == {"status": "live", "reasons": []}
+        assert supervisor.stop() == 0, supervisor.output
+
+
+def member_pids(cwd: Path, env: dict[str, str]) -> list[int]:
+    """The process ids of the processor's members, as ``runnel status`` reads them."""
+    done = cli("status", "probedapp:app", "--json", cwd=cwd, env=env)
+    return [ex["pid"] for ex in json.loads(done.stdout)["processors"][0]["executors"]]
