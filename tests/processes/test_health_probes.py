@@ -223,9 +223,7 @@ def test_members_lost_from_the_store_join_again(
         client = redis.Redis(port=server.port)
         assert client.delete(membership(app_name, "pings", "work")) == 1
         client.close()
-        wait_for(
-            lambda: sorted(member_pids(tmp_path, env)) == sorted(children(supervisor)), HANG
-        )
+        wait_for(lambda: sorted(member_pids(tmp_path, env)) == sorted(children(supervisor)), HANG)
         wait_for(lambda: answers(port, "/readyz", 200), HANG)
         assert answers(port, "/healthz", 200) == {"status": "live", "reasons": []}
         assert supervisor.stop() == 0, supervisor.output
