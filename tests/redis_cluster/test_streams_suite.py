@@ -41,6 +41,9 @@ def redis_client(redis_cluster: RedisClusterProcesses) -> Iterator[RedisCluster]
     client.close()
 
 
-async def test_probes_of_a_worker_on_a_cluster(redis_url: str, app_name: str) -> None:
+async def test_probes_of_a_worker_on_a_cluster(
+    redis_url: str,  # noqa: F811
+    app_name: str,  # noqa: F811
+) -> None:
     """tests/streams/test_health.py's probes, the worker on the cluster."""
     await check_probes(redis_url, app_name)
