@@ -136,9 +136,7 @@ async def test_a_blocked_event_loop_is_not_live(app_name: str) -> None:
     async with Running(app) as running:
         assert await answered(port, "/healthz", 200) == {"status": "live", "reasons": []}
         await pings.send(Ping(key="a"))
-        async with asyncio.timeout(HANG_GUARD):
-            while not seen.is_set():
-                await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(seen.wait, HANG_GUARD)
         assert wedged[0]["status"] == "not live"
         [reason] = wedged[0]["reasons"]
         assert reason.startswith("the event loop has not run for "), reason
