@@ -6,7 +6,8 @@ age is how long ago that loop last ran. The supervisor is
 
 * live while every slot has a child running whose file is younger than
   ``liveness_timeout`` (a child that has not written yet gets that long from its start);
-  a slot whose child died and waits for its restart fails it, as a child wedged does;
+  a slot whose child died and waits for its restart fails it, as a child wedged does
+  (not while stopping: the children exit then, as asked);
 * ready while it is not stopping and every child is running and says it is ready.
 """
 
@@ -47,9 +48,11 @@ class SupervisedHealth:
 
     def live(self) -> Verdict:
         reasons = []
+        stopping = self.supervisor.stopping
         for slot, pid in self._children():
             if pid is None:
-                reasons.append(f"process {slot.number}: exited; waiting to restart it")
+                if not stopping:  # stopping, children exit as they were asked to
+                    reasons.append(f"process {slot.number}: exited; waiting to restart it")
                 continue
             silent = self._silent(slot, pid)
             if silent is not None and silent > self.liveness_timeout:
