@@ -129,7 +129,6 @@ class JobExecutor:
         self._pool: ThreadPoolExecutor | None = None
         self._started = clock.now()
         self.health = health or Check("jobs", settings.heartbeat_timeout, "registering")
-        """Readiness: registered, and its heartbeats answered."""
 
     def __repr__(self) -> str:
         return f"<JobExecutor {self.id}>"
@@ -147,12 +146,10 @@ class JobExecutor:
     # The life of an executor.
 
     async def run(self) -> None:
+        prepare = functools.partial(self.store.prepare, self.queues.names)
         try:
             for step, what in (
-                (
-                    functools.partial(self.store.prepare, self.queues.names),
-                    "preparing the job queue",
-                ),
+                (prepare, "preparing the job queue"),
                 (self._beat, "registering the job executor"),
             ):
                 await until_stopped(retrying(step, what), self._stopping)
@@ -516,12 +513,7 @@ class JobExecutor:
             "failed": self.failed,
             "started": self._started,
         }
-        try:
-            await self.store.beat(self.id, info, self.settings.heartbeat_timeout)
-        except TransportError as exc:
-            self.health.failed(exc)
-            raise
-        self.health.ok()
+        await self.health.watch(self.store.beat(self.id, info, self.settings.heartbeat_timeout))
 
     async def _promote(self) -> None:
         while await self.store.promote_due(self.clock.now(), PROMOTE_BATCH) >= PROMOTE_BATCH:

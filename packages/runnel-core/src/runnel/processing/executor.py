@@ -446,9 +446,9 @@ class Executor:
     async def _beat_once(self) -> None:
         owned = sorted(self.runner.owned)
         started = time.monotonic()
-        held = await self.coordination.beat(self.id, self._ids(owned), self.ttl_ms)
+        beat = self.coordination.beat(self.id, self._ids(owned), self.ttl_ms)
+        held = await self.health.watch(beat)
         self.lease.extended(started)
-        self.health.ok()
         for number in set(owned) - {p.number for p in held}:
             self.lost(self.processor.stream.partitions[number].id)
 
@@ -462,7 +462,6 @@ class Executor:
             except TransportError as exc:
                 reraise_if_cancelled(exc)
                 outage.failed(f"{self!r} heartbeat", exc)
-                self.health.failed(exc)
                 await asyncio.sleep(min(1.0, interval))
 
     async def _maintenance(self) -> None:

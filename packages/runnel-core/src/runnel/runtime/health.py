@@ -22,7 +22,13 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from runnel.exceptions import TransportError
+
+T = TypeVar("T")
 
 HEALTH_DIR = "RUNNEL_HEALTH_DIR"
 """Set by a supervisor serving probes: where its children write their verdicts."""
@@ -59,6 +65,16 @@ class Check:
 
     def failed(self, exc: BaseException) -> None:
         self.error = " ".join(f"{type(exc).__name__}: {exc}".split())
+
+    async def watch(self, call: Awaitable[T]) -> T:
+        """Await a call to the store, noting whether it answered."""
+        try:
+            result = await call
+        except TransportError as exc:
+            self.failed(exc)
+            raise
+        self.ok()
+        return result
 
     def hold(self, held: bool, waiting: str | None = None) -> None:
         """Whether the loop holds what it needs; ``waiting`` says what it waits for if not."""
