@@ -22,6 +22,7 @@ from tests.streams.test_batching import (  # noqa: F401
     test_batches_are_bounded_and_in_order,
 )
 from tests.streams.test_flow import test_events_flow_in_order  # noqa: F401
+from tests.streams.test_health import check_probes
 from tests.streams.test_ordering import (  # noqa: F401
     test_order_per_partition_and_exactly_once,
     test_processors_of_one_stream_each_get_every_event,
@@ -38,3 +39,11 @@ def redis_client(redis_cluster: RedisClusterProcesses) -> Iterator[RedisCluster]
     client = RedisCluster.from_url(redis_cluster.redis_url)
     yield client
     client.close()
+
+
+async def test_probes_of_a_worker_on_a_cluster(
+    redis_url: str,  # noqa: F811
+    app_name: str,  # noqa: F811
+) -> None:
+    """tests/streams/test_health.py's probes, the worker on the cluster."""
+    await check_probes(redis_url, app_name)

@@ -182,6 +182,11 @@ class Settings(_ProcessorDefaults):
     gc_freeze: bool = Field(True, description="see runnel.runtime.worker.frozen_heap")
     metrics_port: int | None = Field(None, ge=1, le=65535, description="None: no metrics")
     metrics_host: str = "0.0.0.0"
+    health_port: int | None = Field(None, ge=1, le=65535, description="None: on metrics_port")
+    """A port serving only ``/healthz`` and ``/readyz``; the metrics port serves them too."""
+    health_host: str = "0.0.0.0"
+    liveness_timeout: float = Field(30.0, gt=0, description="seconds")
+    """How long a worker's event loop may not run before ``/healthz`` fails."""
 
     # Stream defaults.
     default_partition_count: int = Field(16, gt=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -84,6 +85,20 @@ if TYPE_CHECKING:
     metavar="HOST",
     help="Address the metrics are served on (default: the metrics_host setting, 0.0.0.0).",
 )
+@click.option(
+    "--health-port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    metavar="PORT",
+    help="Serve the health probes /healthz and /readyz on http://HOST:PORT (default: the "
+    "health_port setting; none: only beside the metrics, on --metrics-port).",
+)
+@click.option(
+    "--health-host",
+    default=None,
+    metavar="HOST",
+    help="Address the health probes are served on (default: the health_host setting, 0.0.0.0).",
+)
 @plugin_option
 @collections_paused  # until the worker runs (runnel.runtime.heap)
 def worker(
@@ -98,6 +113,8 @@ def worker(
     log_format: str | None,
     metrics_port: int | None,
     metrics_host: str | None,
+    health_port: int | None,
+    health_host: str | None,
     plugins: tuple[str, ...],
 ) -> None:
     """Run a worker for the app MODULE:APP until SIGINT/SIGTERM: its processors, its job
@@ -135,6 +152,10 @@ def worker(
         app.settings.metrics_port = metrics_port
     if metrics_host is not None:
         app.settings.metrics_host = metrics_host
+    if health_port is not None:
+        app.settings.health_port = health_port
+    if health_host is not None:
+        app.settings.health_host = health_host
     if processes > 1:
         resume_collections()  # this process supervises; each child pauses its own start
         if not _shared(app):
@@ -200,20 +221,49 @@ class Refused(click.ClickException):
 
 
 def _supervise(command: list[str], processes: int, app: App) -> int:
-    """Run the children; with metrics on, this process serves them for all of them."""
+    """Run the children; with metrics or health probes on, this process serves them for
+    all of them."""
     from runnel.runtime.supervisor import Supervisor
 
-    port = app.settings.metrics_port
-    if port is None:
+    settings = app.settings
+    port = settings.metrics_port
+    if port is None and settings.health_port is None:
         return Supervisor(command, processes).run()
-    from runnel.metrics.server import supervisor_metrics
+    from runnel.runtime.supervised_health import SupervisedHealth, health_directory
 
-    # The children collect into a shared directory and never serve themselves.
-    env = {k: v for k, v in os.environ.items() if k.upper() != "RUNNEL_METRICS_PORT"}
+    # The children report into shared directories and never serve themselves.
+    own = {"RUNNEL_METRICS_PORT", "RUNNEL_HEALTH_PORT"}
+    env = {k: v for k, v in os.environ.items() if k.upper() not in own}
+    supervisor = Supervisor(command, processes, env)
     try:
-        with supervisor_metrics(port, app.settings.metrics_host) as metrics:
-            env.update(metrics.env)
-            return Supervisor(command, processes, env, metrics.child_exited).run()
+        with contextlib.ExitStack() as serving:
+            health = SupervisedHealth(
+                supervisor, serving.enter_context(health_directory()), settings.liveness_timeout
+            )
+            env.update(health.env)
+            exited = [health.forget]
+            if port is not None:
+                from runnel.metrics.server import supervisor_metrics
+
+                metrics = serving.enter_context(
+                    supervisor_metrics(port, settings.metrics_host, health)
+                )
+                env.update(metrics.env)
+                exited.append(metrics.child_exited)
+            if settings.health_port is not None and settings.health_port != port:
+                from runnel.runtime.probes import probes_app, serve
+
+                probes = serve(
+                    probes_app(health), settings.health_port, settings.health_host, "health probes"
+                )
+                serving.callback(probes.close)
+
+            def child_exited(pid: int) -> None:
+                for forget in exited:
+                    forget(pid)
+
+            supervisor.child_exited = child_exited
+            return supervisor.run()
     except RunnelError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -49,6 +49,7 @@ from runnel.jobs.queues import DEFAULT_QUEUE, Picker, QueueSelection
 from runnel.jobs.workflow import prior_inputs
 from runnel.metrics.stats import JobsStats
 from runnel.plugins.instruments import finish, instruments
+from runnel.runtime.health import Check
 from runnel.runtime.retry import (
     BLOCK_CAP_MS,
     Backoff,
@@ -97,6 +98,7 @@ class JobExecutor:
         app: str = "",
         stats: JobsStats | None = None,
         queues: QueueSelection | None = None,
+        health: Check | None = None,
     ) -> None:
         self.jobs = dict(jobs)
         self.queues = queues or QueueSelection((DEFAULT_QUEUE,))
@@ -126,6 +128,7 @@ class JobExecutor:
         self._stopping = asyncio.Event()
         self._pool: ThreadPoolExecutor | None = None
         self._started = clock.now()
+        self.health = health or Check("jobs", settings.heartbeat_timeout, "registering")
 
     def __repr__(self) -> str:
         return f"<JobExecutor {self.id}>"
@@ -143,12 +146,10 @@ class JobExecutor:
     # The life of an executor.
 
     async def run(self) -> None:
+        prepare = functools.partial(self.store.prepare, self.queues.names)
         try:
             for step, what in (
-                (
-                    functools.partial(self.store.prepare, self.queues.names),
-                    "preparing the job queue",
-                ),
+                (prepare, "preparing the job queue"),
                 (self._beat, "registering the job executor"),
             ):
                 await until_stopped(retrying(step, what), self._stopping)
@@ -512,7 +513,7 @@ class JobExecutor:
             "failed": self.failed,
             "started": self._started,
         }
-        await self.store.beat(self.id, info, self.settings.heartbeat_timeout)
+        await self.health.watch(self.store.beat(self.id, info, self.settings.heartbeat_timeout))
 
     async def _promote(self) -> None:
         while await self.store.promote_due(self.clock.now(), PROMOTE_BATCH) >= PROMOTE_BATCH:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from runnel.jobs.executor import JobExecutor
     from runnel.metrics.stats import WorkerStats
     from runnel.processing.executor import Executor
+    from runnel.runtime.probes import Probed
     from runnel.services import Services
     from runnel.store.log import PartitionId
 
@@ -73,11 +74,13 @@ class WorkerMetrics:
         self._last_hist: dict[tuple[Any, tuple[str, ...]], tuple[list[int], float]] = {}
         self._sampled: dict[str, set[int]] = {}
 
-    def start(self) -> None:
-        """Serve ``/metrics`` unless a supervisor does (a port in use raises Misconfigured)."""
+    def start(self, probed: Probed) -> None:
+        """Serve ``/metrics``, and the probes of ``probed`` beside it, unless a supervisor
+        does (a port in use raises Misconfigured)."""
         settings = self.worker.app.settings
         if not self.multiprocess and settings.metrics_port is not None:
-            self.server = serve(self.defs.registry, settings.metrics_port, settings.metrics_host)
+            port, host = settings.metrics_port, settings.metrics_host
+            self.server = serve(self.defs.registry, port, host, probed)
             log.info(
                 "serving metrics on http://%s:%d/metrics", settings.metrics_host, self.server.port
             )

@@ -1,47 +1,29 @@
 """Serving ``/metrics``: from one worker's registry, or, under ``runnel worker --processes
-N``, from the supervisor for all its children (prometheus_client's multiprocess mode)."""
+N``, from the supervisor for all its children (prometheus_client's multiprocess mode).
+The same endpoint answers the health probes (:mod:`runnel.runtime.probes`)."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from runnel.exceptions import Misconfigured
 from runnel.metrics.switch import MULTIPROC_DIR, SUPERVISED
+from runnel.runtime.probes import Probed, Server, probes_app
+from runnel.runtime.probes import serve as serve_app
+
+__all__ = ["Server", "Supervised", "serve", "supervisor_metrics"]
 
 
-@dataclass
-class Server:
-    httpd: WSGIServer
-    thread: threading.Thread
-
-    @property
-    def port(self) -> int:
-        return int(self.httpd.server_address[1])
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def serve(registry: CollectorRegistry, port: int, host: str) -> Server:
-    """Serve ``registry`` on http://host:port/metrics from a daemon thread."""
-    try:
-        httpd, thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise Misconfigured(f"cannot serve metrics on {host}:{port}: {reason}") from None
-    except OverflowError:
-        raise Misconfigured(f"cannot serve metrics on port {port}: not a valid port") from None
-    return Server(httpd, thread)
+def serve(registry: CollectorRegistry, port: int, host: str, probed: Probed) -> Server:
+    """Serve ``registry`` on http://host:port/metrics, and the probes of ``probed`` on
+    /healthz and /readyz, from a daemon thread."""
+    return serve_app(probes_app(probed, make_wsgi_app(registry)), port, host, "metrics")
 
 
 @dataclass
@@ -61,14 +43,14 @@ class Supervised:
 
 
 @contextmanager
-def supervisor_metrics(port: int, host: str) -> Iterator[Supervised]:
+def supervisor_metrics(port: int, host: str, probed: Probed) -> Iterator[Supervised]:
     """One endpoint for all the children, reading the fresh directory they write to;
     the directory is removed on the way out."""
     directory = tempfile.mkdtemp(prefix="runnel-metrics-")
     try:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=directory)
-        server = serve(registry, port, host)
+        server = serve(registry, port, host, probed)
         try:
             yield Supervised(directory, server)
         finally:

@@ -63,6 +63,7 @@ from runnel.types import Partition
 if TYPE_CHECKING:
     from runnel.metrics.stats import ProcessorStats, WorkerStats
     from runnel.processor import Processor
+    from runnel.runtime.health import Health
 
 log = logging.getLogger("runnel.executor")
 
@@ -82,6 +83,7 @@ class Host(Protocol):
 
     id: str
     stats: WorkerStats
+    health: Health
     failure: BaseException | None
 
     def stop(self, exit_code: int = 0, reason: str = "stop requested") -> None: ...
@@ -103,6 +105,10 @@ class Executor:
         self.ttl_ms = int(processor.lock_expiry * 1000)
         self.stats: ProcessorStats = worker.stats.processor(processor)
         self.lease = Lease(processor.lock_expiry)
+        self.health = worker.health.check(
+            f"processor {processor.name}", processor.lock_expiry, "joining its group"
+        )
+        """Readiness: heartbeats answered, and a member of the processor's group."""
         self.acknowledger = Acknowledger(self._ack, self.lost)
         source = StoreSource(self.coordination, self.log, self.id, self.consumer_name, self.group)
         fetcher = Fetcher(
@@ -323,6 +329,7 @@ class Executor:
 
         await self._beat_once()  # alive before anyone can see us in the membership
         await retrying(join, "joining")
+        self.health.hold(True)
         self._rebalance.set()
         log.info("%r joined", self)
 
@@ -374,6 +381,7 @@ class Executor:
         if self.id not in members:
             # We were declared dead (paused, cut off): give everything up, then join again.
             log.warning("%r is no longer a member; rejoining", self)
+            self.health.hold(False, "no longer a member of its group; rejoining")
             await self.runner.revoke(sorted(self.runner.owned), graceful=False)
             await self._join()
             return
@@ -438,7 +446,8 @@ class Executor:
     async def _beat_once(self) -> None:
         owned = sorted(self.runner.owned)
         started = time.monotonic()
-        held = await self.coordination.beat(self.id, self._ids(owned), self.ttl_ms)
+        beat = self.coordination.beat(self.id, self._ids(owned), self.ttl_ms)
+        held = await self.health.watch(beat)
         self.lease.extended(started)
         for number in set(owned) - {p.number for p in held}:
             self.lost(self.processor.stream.partitions[number].id)
@@ -466,10 +475,17 @@ class Executor:
                 await self._report_lost()
                 await self._resume_lifted()  # in case the control message was missed
                 members = await self.coordination.members()
+                if self.id not in members:
+                    # Dropped while we could not beat, or the store lost the membership
+                    # (a Redis restarted empty): an executor owning no partition would
+                    # not notice otherwise. The rebalancer joins again.
+                    self.health.hold(False, "no longer a member of its group; rejoining")
+                    self._rebalance.set()
+                    continue
                 alive = await self.coordination.alive(list(members))
                 dead = set(members) - alive - {self.id}
                 if not dead:
-                    if self.id in members and set(members[self.id].partitions) != self.runner.owned:
+                    if set(members[self.id].partitions) != self.runner.owned:
                         self._rebalance.set()  # catch up if a control message was missed
                     continue
                 log.warning("%r: executors %s stopped beating; reassigning", self, sorted(dead))

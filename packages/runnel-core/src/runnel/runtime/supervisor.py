@@ -76,6 +76,11 @@ class Supervisor:
         self._refused = False
         self._wake = threading.Event()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether a signal told the supervisor to stop its children."""
+        return self._signals > 0
+
     def run(self) -> int:
         """Supervise until stopped; the exit code for the ``runnel worker`` command."""
         previous = {

@@ -20,6 +20,7 @@ from runnel.jobs.queues import QueueSelection, choose
 from runnel.metrics.stats import WorkerStats
 from runnel.metrics.switch import wanted
 from runnel.processing.executor import Executor
+from runnel.runtime.health import Health, reporting_to
 from runnel.runtime.heap import resume_collections
 from runnel.runtime.retry import (
     FATAL,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from runnel.jobs.periodic import CronScheduler
     from runnel.metrics.runtime import WorkerMetrics
     from runnel.processor import Processor, Processors
+    from runnel.runtime.probes import Server
     from runnel.store.coordination import Leadership
 
 log = logging.getLogger("runnel.worker")
@@ -81,6 +83,12 @@ class Worker:
     ) -> None:
         self.app = app
         self.processors = list(app.processors.values()) if processors is None else list(processors)
+        self.health = Health(app.settings.liveness_timeout)
+        """What ``/healthz`` and ``/readyz`` answer (runnel.runtime.health)."""
+        self._reached = self.health.check(
+            "store", app.settings.leadership_poll_interval * 3 / 1000, "connecting"
+        )
+        """The leadership claims: every worker makes them, so they say it reaches the store."""
         self.metrics: WorkerMetrics | None = None
         if wanted(app.settings):
             from runnel.metrics.runtime import WorkerMetrics  # prometheus_client: only if asked
@@ -117,6 +125,7 @@ class Worker:
                 app=app.name,
                 stats=self.stats.jobs,
                 queues=chosen,
+                health=self.health.check("jobs", s.job_heartbeat_timeout, "registering"),
             )
         self.periodic: CronScheduler | None = None
         """Enqueues the periodic jobs' ticks, beside the job executor (none lead: each
@@ -149,6 +158,7 @@ class Worker:
             return
         log.info("worker stopping: %s", reason)
         self.exit_code = exit_code
+        self.health.stopping = True
         self._stopping.set()
         for executor in self.executors:
             executor.stop()
@@ -167,13 +177,18 @@ class Worker:
             except (NotImplementedError, RuntimeError):  # not the main thread
                 pass
         outage.where = redact(self.app.settings.redis_url)
+        supervisor = reporting_to()
+        ticking = asyncio.create_task(self.health.tick(supervisor), name="health")
+        probes: Server | None = None
         try:
             # Frozen before connecting: the collector, if ``runnel worker`` paused it for
             # its start, is on again from here (runnel.runtime.heap).
             with frozen_heap(self.app.settings.gc_freeze):
                 async with self.app.connected():
                     if self.metrics is not None:
-                        self.metrics.start()
+                        self.metrics.start(self.health)
+                    if supervisor is None:
+                        probes = self._serve_probes()
                     await self._run()
         except BaseExceptionGroup as group:
             # A refusal no retry can fix (wrong credentials) ended a loop: say that, plainly.
@@ -184,11 +199,31 @@ class Worker:
                 raise
             raise fatal from None
         finally:
+            if probes is not None:
+                probes.close()
+            await cancel_and_wait([ticking])
             if self.metrics is not None:
                 self.metrics.close()  # a last flush: everything counted is exported
             for sig in installed:
                 loop.remove_signal_handler(sig)
         return self.exit_code
+
+    def _serve_probes(self) -> Server | None:
+        """The probes on their own port (``health_port``), unless the metrics' port is
+        the same one: it serves them already."""
+        settings = self.app.settings
+        port = settings.health_port
+        if port is None or (self.metrics is not None and port == settings.metrics_port):
+            return None
+        from runnel.runtime.probes import probes_app, serve
+
+        server = serve(probes_app(self.health), port, settings.health_host, "health probes")
+        log.info(
+            "serving health probes on http://%s:%d/healthz and /readyz",
+            settings.health_host,
+            server.port,
+        )
+        return server
 
     async def _run(self) -> None:
         everywhere = [j for j in self.app.background if not j.on_leader]
@@ -235,11 +270,13 @@ class Worker:
                 reraise_if_cancelled()
                 try:
                     leading = await until_stopped(election.claim(self.id, ttl_ms), self._stopping)
+                    self._reached.ok()
                 except Stopped:
                     break
                 except TransportError as exc:
                     reraise_if_cancelled(exc)
                     outage.failed("leader election", exc)
+                    self._reached.failed(exc)
                     leading = False
                 held = held or leading
                 if leading and work is None:
