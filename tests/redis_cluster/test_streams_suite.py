@@ -23,6 +23,9 @@ from tests.streams.test_batching import (  # noqa: F401
 )
 from tests.streams.test_flow import test_events_flow_in_order  # noqa: F401
 from tests.streams.test_health import check_probes
+from tests.streams.test_lost_store import (  # noqa: F401
+    test_a_worker_reads_on_after_the_store_lost_its_groups,
+)
 from tests.streams.test_ordering import (  # noqa: F401
     test_order_per_partition_and_exactly_once,
     test_processors_of_one_stream_each_get_every_event,

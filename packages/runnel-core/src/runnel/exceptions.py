@@ -65,6 +65,12 @@ class NotConnected(Unavailable):
     reply that timed out, a connection dropped while waiting), which may have happened."""
 
 
+class GroupMissing(TransportError):
+    """A consumer group a worker reads in is not in the store: the store lost its data
+    since the worker made it (a restart without persistence, a failover to an empty
+    replica, the keys deleted). The worker makes it again and reads on."""
+
+
 class AccessDenied(TransportError):
     """The store refused our credentials or a command (a wrong password, a missing ACL
     permission). Retrying cannot help, so workers stop on it instead of waiting.

@@ -38,6 +38,7 @@ from redis.asyncio import connection as redis_async_connection
 
 from runnel.exceptions import (
     AccessDenied,
+    GroupMissing,
     NotConnected,
     RunnelError,
     StoreFull,
@@ -111,7 +112,10 @@ def kind_of(exc: BaseException) -> type[TransportError] | None:
     if isinstance(exc, redis_errors.RedisClusterException):
         return TransportError  # not a RedisError, though the cluster client raises it
     if isinstance(exc, redis_errors.ResponseError):
-        return Unavailable if _code(exc) in _MOMENTARY else TransportError
+        code = _code(exc)
+        if code == "NOGROUP":
+            return GroupMissing
+        return Unavailable if code in _MOMENTARY else TransportError
     if isinstance(exc, redis_errors.RedisError):
         return TransportError
     return None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runnel.exceptions import TransportError
+from runnel.exceptions import GroupMissing
 
 Id = tuple[int, int]
 ZERO: Id = (0, 0)
@@ -163,7 +163,7 @@ class PartitionLog:
         return len(self.after(group.last_delivered))
 
 
-class NoGroup(TransportError):
+class NoGroup(GroupMissing):
     """Read or acknowledged in a consumer group that was never made (Redis: NOGROUP)."""
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from runnel.exceptions import TransportError
+from runnel.exceptions import GroupMissing, TransportError
 from runnel.runtime.retry import (
     BLOCK_CAP_MS,
     Backoff,
@@ -75,6 +75,10 @@ class Source(Protocol):
         count them as lost."""
         ...
 
+    async def ensure_group(self, partitions: Sequence[PartitionId]) -> None:
+        """Make the consumer group on ``partitions`` where the store has none (again)."""
+        ...
+
 
 @dataclass
 class StoreSource:
@@ -119,6 +123,9 @@ class StoreSource:
     async def drop(self, partition: PartitionId, ids: Sequence[bytes]) -> None:
         await self.coordination.ack(self.owner, {partition: ids})
         await self.log.count_lost(partition, self.group, len(ids))
+
+    async def ensure_group(self, partitions: Sequence[PartitionId]) -> None:
+        await self.log.ensure_group(partitions, self.group)
 
 
 class Fetcher:
@@ -260,6 +267,9 @@ class _Lane:
                     if held.position == NEW:
                         held.position = Position.pending_after(held.last_id)
                 stream = next(iter(inboxes.values())).partition.stream.name
+                if isinstance(exc, GroupMissing):
+                    await self._group_lost(stream, list(wanted), exc)
+                    continue
                 outage.failed(f"reading {stream}", exc)
                 await backoff.sleep()
                 continue
@@ -299,6 +309,30 @@ class _Lane:
             reraise_if_cancelled()
             await self.wake.wait()
             self._armed.clear()
+
+    async def _group_lost(
+        self, stream: str, partitions: list[PartitionId], exc: GroupMissing
+    ) -> None:
+        """The store lost the group (and so what it had delivered and acknowledged): make
+        it again, so the partitions are read from their first entry that is left."""
+        log.warning(
+            "%s: the consumer group %r is gone from the store (%s): making it again; "
+            "what the store still holds of these partitions is read from the start",
+            stream,
+            self.fetcher.group,
+            exc,
+        )
+        try:
+            await self.source.ensure_group(partitions)
+        except TransportError as failed:
+            reraise_if_cancelled(failed)
+            outage.failed(f"making the consumer group of {stream} again", failed)
+            await asyncio.sleep(0.5)
+        for key in partitions:
+            box = self.fetcher.inboxes.get(key)
+            if box is not None:
+                box.position = NEW
+                box.last_id = None
 
     async def _arm(self, boxes: dict[PartitionId, Inbox]) -> None:
         """Point the watcher at the partitions that came back empty."""
