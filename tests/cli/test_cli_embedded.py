@@ -14,6 +14,7 @@ import redis
 
 from runnel_redis import embedded
 from tests.support.cli_app import MODULE, write_app
+from tests.support.ports import start_redis
 from tests.support.processes import RUNNEL, cli
 
 
@@ -153,3 +154,18 @@ def test_a_command_that_starts_the_server_says_so(
     assert "started the embedded development redis-server" in first.stderr
     again = cli("send", f"{MODULE}:pings", event, cwd=tmp_path, env=env)
     assert again.returncode == 0 and "started" not in again.stderr
+
+
+def test_a_server_with_config_renamed_away_is_seen_started(tmp_path: Path) -> None:
+    """A server run as managed services run theirs (CONFIG refused): start_server tells
+    that it answers without asking it for its configuration."""
+    directory = tmp_path / "restricted"
+    server = start_redis(directory, persist=False, extra=("--rename-command", "CONFIG", ""))
+    try:
+        assert ping(server.url)
+        assert embedded.running(directory) is None  # no server.json: not a project's server
+        (directory / "server.json").write_text(f'{{"port": {server.port}, "pid": {server.pid}}}')
+        assert embedded.running(directory) == server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.pid, signal.SIGTERM)
