@@ -137,6 +137,7 @@ class Watch:
 
 def _keys(client: redis.Redis, args: list[bytes]) -> list[bytes]:
     try:
-        return list(client.execute_command("COMMAND", "GETKEYS", *args))
+        found = client.command_getkeys(*args)  # redis-py decodes them
     except redis.ResponseError:
         return []  # a command without keys (TIME)
+    return [k.encode() if isinstance(k, str) else k for k in found]
