@@ -6,15 +6,17 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from runnel.exceptions import Misconfigured
 from runnel_redis import embedded
 from tests.support.cli_app import MODULE, write_app
-from tests.support.ports import start_redis
+from tests.support.ports import free_port, start_redis
 from tests.support.processes import RUNNEL, cli
 
 
@@ -169,3 +171,17 @@ def test_a_server_with_config_renamed_away_is_seen_started(tmp_path: Path) -> No
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(server.pid, signal.SIGTERM)
+
+
+def test_a_server_that_never_answers_as_ours_is_not_left_running(tmp_path: Path) -> None:
+    """INFO renamed away: the server runs but cannot be told ours; start_server gives up
+    with an error and stops it, rather than leave it holding its port."""
+    port = free_port()
+    with pytest.raises(Misconfigured, match="did not start"):
+        embedded.start_server(
+            tmp_path / "mute", port=port, persist=False, extra=("--rename-command", "INFO", "")
+        )
+    deadline = time.monotonic() + 10
+    while ping(f"redis://127.0.0.1:{port}/0") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ping(f"redis://127.0.0.1:{port}/0")

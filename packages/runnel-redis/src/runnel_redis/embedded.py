@@ -141,11 +141,23 @@ def start_server(
                 pid = int((directory / "redis.pid").read_text().strip())
                 return Server(directory, chosen, pid)
             time.sleep(0.05)
+        _stop_unanswered(directory)
         if port:
             break
     log = directory / "redis.log"
     tail = log.read_text()[-500:] if log.exists() else ""
     raise Misconfigured(f"redis-server did not start in {directory}: {tail.strip()}")
+
+
+def _stop_unanswered(directory: Path) -> None:
+    """Stop a server this call started that never answered as ours: left running, it would
+    hold its port and files with nobody to stop it."""
+    try:
+        pid = int((directory / "redis.pid").read_text().strip())
+    except (OSError, ValueError):
+        return  # it never got as far as writing its pid (a port taken, say): it exited
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
 
 
 def _answers(port: int, directory: Path) -> bool:
