@@ -490,17 +490,27 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
                 self.layout.job_queue(self.app, queue),
                 self.layout.job_dead(self.app, queue),
             )
-            args: list[Any] = [self.prefix, _ms(now), *entries]
-            replayed += int(await self._replay(keys=[stream, dead, self.results_index], args=args))
+            keys = [stream, dead, self.results_index, *self._letter_keys(entries)]
+            args: list[Any] = [_ms(now), *entries]
+            replayed += int(await self._replay(keys=keys, args=args))
         return replayed
 
     async def purge(self, letters: Sequence[DeadLetter]) -> int:
         purged = 0
         for queue, entries in _by_queue(letters).items():
             dead = self.layout.job_dead(self.app, queue)
-            args: list[Any] = [self.prefix, *entries]
-            purged += int(await self._purge(keys=[dead, self.results_index], args=args))
+            keys = [dead, self.results_index, *self._letter_keys(entries)]
+            purged += int(await self._purge(keys=keys, args=entries))
         return purged
+
+    def _letter_keys(self, entries: list[Any]) -> list[str]:
+        """Per (entry, job id) pair: the job's record and its result, given to the script
+        as keys, not built in it (a server may refuse a key a script was not given)."""
+        out: list[str] = []
+        for job_id in entries[1::2]:
+            name = job_id.decode() if isinstance(job_id, bytes) else str(job_id)
+            out += (self.layout.job(self.app, name), self.layout.job_result(self.app, name))
+        return out
 
 
 def _named(queue: str) -> str:
