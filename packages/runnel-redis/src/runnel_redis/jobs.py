@@ -381,7 +381,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
 
     async def cancelled(self, executor: str, within: float) -> list[str]:
         key = self.layout.job_notices(self.app, executor)
-        first = await self.redis.blpop([key], max(0.001, within))
+        first = await self.redis.blpop([key], max(resp.SHORTEST_BLOCK, within))
         if not first:
             return []
         rest = await self.redis.lpop(key, 1000) or []
@@ -427,7 +427,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
         # Pop and push back onto the same list: a blocking read that leaves the result
         # in place for other waiters.
         # redis-py types the timeout as int, but BLMOVE takes fractional seconds.
-        item = await self.redis.blmove(key, key, max(0.001, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
+        item = await self.redis.blmove(key, key, max(resp.SHORTEST_BLOCK, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
         return cast(bytes | None, item)  # no decode_responses: bytes
 
     async def queues(self) -> list[str]:
