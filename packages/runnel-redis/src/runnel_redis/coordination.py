@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.exceptions import StoreFull
@@ -401,8 +401,11 @@ class RedisCoordination(Coordination):
         before the first read: learnt from the read's own reply, it would come too late,
         the transaction after the refused check having read unfenced, leaving the entries
         it delivered pending and unseen."""
-        loaded = await self._exchange(_SCRIPT_LOAD_CHECK_LOCKS, 1)
-        flagless = scripts.refuses_flags(loaded[0])
+        try:
+            await self.redis.script_load(scripts.CHECK_LOCKS)
+            flagless = False
+        except ResponseError as error:  # any other refusal: the read will say it
+            flagless = scripts.refuses_flags(error)
         self._eval_check_locks = _EVAL_CHECK_LOCKS_PLAIN if flagless else _EVAL_CHECK_LOCKS
         return self._eval_check_locks
 
@@ -520,7 +523,6 @@ def _redis_id(position: Position) -> bytes:
 
 _EVAL_CHECK_LOCKS = resp.arguments(("EVAL", scripts.CHECK_LOCKS))
 _EVAL_CHECK_LOCKS_PLAIN = resp.arguments(("EVAL", scripts.plain(scripts.CHECK_LOCKS)))
-_SCRIPT_LOAD_CHECK_LOCKS = resp.command("SCRIPT", "LOAD", scripts.CHECK_LOCKS)
 _EVAL_FENCED_ACK_MANY = resp.arguments(("EVAL", scripts.FENCED_ACK_MANY))
 _WATCH = resp.arguments(("WATCH",))
 _XACK = resp.arguments(("XACK",))
