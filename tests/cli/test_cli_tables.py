@@ -98,7 +98,7 @@ class Shop:
 
     def state_keys(self) -> list[str]:
         """The tables' hashes and deadlines in Redis."""
-        return sorted(k.decode() for k in self.client.keys("__t[ad][bu]*:shop.*"))
+        return sorted(k.decode() for k in self.client.scan_iter(match="__t[ad][bu]*:shop.*"))
 
     def send_sales(self) -> None:
         """The docs' sales, sent as the docs say, then processed by a running worker."""

@@ -190,7 +190,10 @@ async def test_appended_counts_every_entry_ever_appended_whatever_was_trimmed(
         await send(backend, app, sent, 60)
         sent += 60
         await group.ack(await group.read(60))
-        assert (await admin.appended([p]))[p] == sent
+        counted = (await admin.appended([p]))[p]
+        if counted is None:  # as LogAdmin.appended allows: Redis 6.2 keeps no such count
+            pytest.skip("this server keeps no count of the entries ever appended")
+        assert counted == sent
     await send(backend, app, sent, 30, drop_oldest=True)
     sent += 30
     assert await length(admin, app) < sent

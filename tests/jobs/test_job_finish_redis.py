@@ -10,6 +10,7 @@ from runnel.jobs import ErrorInfo, JobStatus, ManualClock
 from runnel.jobs.model import Outcome
 from runnel.store import JobStore
 from runnel_redis.layout import layout_for
+from tests.support import servers
 from tests.support.job_hashes import T0, write_job
 
 TTL = 60.0
@@ -22,7 +23,7 @@ async def test_outcomes_of_jobs_outside_workflows_read_each_job_once(
     write_job(redis_client, redis_url, app_name, "ok")
     write_job(redis_client, redis_url, app_name, "bad")
     taken = {d.id: d for d in await redis_job_store.take("e1", 5, 0, ManualClock(T0))}
-    redis_client.config_resetstat()
+    servers.admin(redis_client, "CONFIG", "RESETSTAT")
     outcomes = [
         Outcome("success", taken["ok"].ticket, "ok", T0 + 1, result=b"v"),
         Outcome("dead", taken["bad"].ticket, "bad", T0 + 1, error=ErrorInfo("Boom", "no")),

@@ -14,6 +14,7 @@ import pytest
 from runnel import App, ExceptionPolicy, Record
 from runnel.exceptions import Misconfigured, TableError, WrongPartition
 from runnel.testing import run
+from tests.support import servers
 
 PARTITIONS = 4
 
@@ -569,7 +570,7 @@ async def test_a_partition_holding_few_keys_is_read_once_not_per_new_key(
     first = orders_of(90)  # c0..c8
     second = [Order(customer=f"c{i // 20}", amount=i) for i in range(360)]  # c0..c17 in turn
     for batch in (first, second):  # the second: a new worker, with committed keys
-        redis_client.config_resetstat()
+        servers.admin(redis_client, "CONFIG", "RESETSTAT")
         async with run(app, store=redis_url) as t:
             for i in range(0, len(batch), 30):  # keys first seen in several reads
                 await orders.send(*batch[i : i + 30])

