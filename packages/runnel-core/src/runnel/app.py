@@ -27,6 +27,7 @@ from runnel.settings import Settings, zone_of
 from runnel.store.backend import Backend
 from runnel.store.identity import Producer
 from runnel.store.resolve import backend_for
+from runnel.stream import R as RecordT
 from runnel.stream import Stream, stream_serializer
 from runnel.stream import idempotence_window as window_of
 from runnel.tables import Table, TableBase
@@ -231,7 +232,7 @@ class App:
     def stream(
         self,
         name: str,
-        record: type[Record],
+        record: type[RecordT],
         partition_by: str | Callable[[Any], Any],
         partition_count: int | None = None,
         partition_size: int | None = None,
@@ -241,7 +242,7 @@ class App:
         idempotence_window: float | None = None,
         idempotence_keys: int | None = None,
         idempotency_key: str | None = None,
-    ) -> Stream:
+    ) -> Stream[RecordT]:
         """Declare a stream of ``record`` events, partitioned by ``partition_by``.
 
         ``on_full``: when a partition is at ``partition_size`` with entries a processor
@@ -311,13 +312,13 @@ class App:
 
     def processor(
         self,
-        stream: Stream,
+        stream: Stream[RecordT],
         *,
         exception_policy: ExceptionPolicy | str | None = None,
         middleware: Sequence[Middleware] | None = (),
         name: str | None = None,
         **options: Any,
-    ) -> Callable[[Callable[[Events], Awaitable[Any]]], Processor]:
+    ) -> Callable[[Callable[[Events[RecordT]], Awaitable[Any]]], Processor]:
         """Declare ``async def f(events)`` as a processor of ``stream``'s events.
 
         Returns the :class:`Processor`, which calls ``f`` when called. Options (see
