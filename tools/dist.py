@@ -79,7 +79,9 @@ def build(directory: Path, out: Path) -> list[Path]:
         hatchling("-t", "sdist", "-d", str(sdists), cwd=directory)
         (sdist,) = sdists.glob("*.tar.gz")
         with tarfile.open(sdist) as tar:
-            tar.extractall(Path(scratch) / "src", filter="data")
+            # The "data" filter (no links out, no devices) exists from Python 3.11.4 on.
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(Path(scratch) / "src", **safe)
         (unpacked,) = (Path(scratch) / "src").iterdir()
         wheels = Path(scratch) / "wheel"
         hatchling("-t", "wheel", "-d", str(wheels), cwd=unpacked)

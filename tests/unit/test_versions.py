@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import importlib.util
+import re
 import tomllib
 from pathlib import Path
 from types import ModuleType
@@ -68,3 +69,22 @@ def test_the_build_refuses_a_pin_on_another_version() -> None:
     wrong = tool.disagreements("9.9.9")
     assert len(wrong) == sum(len(pins(p)) for p in PYPROJECTS) > 10
     assert all("must pin ==9.9.9" in line for line in wrong)
+
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PINNED = re.compile(r'(runnel(?:-[a-z]+)?(?:\[[^]]*\])?)==(\d[^"\s`]*)')
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_docs_install_this_version_from_the_built_files(page: Path) -> None:
+    """An install from ``--find-links`` names the version: 0.2.0.dev0 is a pre-release,
+    and without the pin pip takes PyPI's ``runnel``, another project. Every version the
+    docs pin is this one."""
+    installs = 0
+    for line in page.read_text().splitlines():
+        if re.search(r"pip install(?: -\S+)* --find-links \S+ .*runnel", line):
+            assert PINNED.search(line), line
+            installs += 1
+        for _, version in PINNED.findall(line):
+            assert version == runnel.__version__, line
+    assert installs or page.name not in ("README.md", "deploy.md")
