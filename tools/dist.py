@@ -19,6 +19,7 @@ one runnel package on another must name that same version.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -101,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/dist.py", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "dist", help="default: dist/")
     args = parser.parse_args(argv)
+    if importlib.util.find_spec("hatchling") is None:
+        print(
+            f"Error: {sys.executable} has no hatchling; run .venv/bin/python tools/dist.py "
+            "or .venv/bin/hatch run dist (README.md, Installing)",
+            file=sys.stderr,
+        )
+        return 1
     expected = version()
     wrong = disagreements(expected)
     if wrong:
@@ -112,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         old.unlink()  # files of an older version would be found by --find-links too
     for old in [*out.glob("runnel_*.tar.gz"), *out.glob("runnel_*.whl")]:
         old.unlink()
-    built = [path for directory in package_dirs() for path in build(directory, out)]
+    try:
+        built = [path for directory in package_dirs() for path in build(directory, out)]
+    except subprocess.CalledProcessError as exc:  # hatchling said why, above
+        print(f"Error: {' '.join(exc.cmd[1:])} failed (exit {exc.returncode})", file=sys.stderr)
+        return 1
     for wheel in (p for p in built if p.suffix == ".whl"):
         if missing := missing_markers(wheel):
             print(f"Error: {wheel.name} has no py.typed in {', '.join(missing)}", file=sys.stderr)
