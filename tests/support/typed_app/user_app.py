@@ -7,7 +7,7 @@ import asyncio
 from datetime import datetime
 
 import runnel.testing
-from runnel import App, Events, Record, Stream, chain, chord, group
+from runnel import App, Events, Record, Stream, WindowClosed, chain, chord, group
 from runnel.jobs import JobResult
 
 app = App(name="shop", redis_url="memory://")
@@ -29,6 +29,10 @@ class Order(Record):
 orders = app.stream("orders", record=Order, partition_by="customer", partition_count=4)
 totals_out = app.stream("totals", record=Item, partition_by="sku")
 counts = app.table("counts", source=orders, default=0)
+closed = app.stream("closed", record=WindowClosed, partition_by="key")
+per_minute = app.table("per_minute", source=orders, default=0).tumbling(
+    60, time="created_at", on_close=closed
+)
 untyped: Stream = orders
 
 
@@ -44,6 +48,38 @@ async def totals(events: Events[Order]) -> None:
 async def in_batches(events: Events) -> None:
     async for batch in events.take(10, within=1.0).records():
         print(len(batch))
+
+
+@app.processor(orders, name="minutes")
+async def minutes(events: Events[Order]) -> None:
+    async for order in events.records():
+        per_minute[order.customer] += 1
+
+
+@app.processor(closed)
+async def minute_totals(events: Events[WindowClosed]) -> None:
+    async for window in events.records():
+        print(window.key, window.value)
+
+
+@app.task
+async def hello() -> None:
+    print("started")
+
+
+@app.task(on_leader=True)
+async def lead() -> None:
+    print("leader")
+
+
+@app.timer(interval=5)
+async def tick() -> None:
+    print("tick")
+
+
+@app.crontab("0 * * * *")
+async def hourly() -> None:
+    print("hourly")
 
 
 @app.job(retries=3, timeout=60)
@@ -79,6 +115,13 @@ async def main() -> None:
 def sync_code() -> int:
     done = add.delay_sync(1, 2)
     return done.get(timeout=10) + add(3, 4)
+
+
+def sync_test() -> None:
+    with runnel.testing.run_sync(app) as t:
+        t.send(orders, Order(order_id=3, customer="cy", created_at=datetime.now(), items=[]))
+        t.processed()
+        assert len(t.acknowledged("totals")) == 1
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     # The job queue's modules are imported where a job is declared or used: an app of
     # streams only never needs them, and they take a good part of a worker's start.
     from runnel.jobs.batching import EnqueueBatches
-    from runnel.jobs.function import AsyncJob, JobFunction, SyncJob
+    from runnel.jobs.function import AsyncJob, JobDecorator, JobFunction, SyncJob
     from runnel.jobs.periodic import Cron
     from runnel.jobs.portal import Portal
     from runnel.jobs.result import JobResult
@@ -51,18 +51,6 @@ log = logging.getLogger("runnel.app")
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class _JobDecorator(Protocol):
-    """What ``@app.job(...)`` with options returns."""
-
-    @overload
-    def __call__(  # type: ignore[overload-overlap]
-        self, func: Callable[P, Coroutine[Any, Any, R]], /
-    ) -> AsyncJob[P, R]: ...
-
-    @overload
-    def __call__(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
 
 
 @dataclass
@@ -397,7 +385,7 @@ class App:
         queue: str = DEFAULT_QUEUE,
         rate_limit: str | None = None,
         concurrency_limit: int | None = None,
-    ) -> _JobDecorator: ...
+    ) -> JobDecorator: ...
 
     def job(
         self,
@@ -509,6 +497,12 @@ class App:
         from runnel.jobs.workflow import WorkflowResult
 
         return WorkflowResult(self, workflow_id)
+
+    @overload
+    def task(self, func: F, *, on_leader: bool = False) -> F: ...
+
+    @overload
+    def task(self, func: None = None, *, on_leader: bool = False) -> Callable[[F], F]: ...
 
     def task(self, func: F | None = None, *, on_leader: bool = False) -> Any:
         """Run ``func`` once when a worker starts (only on the leader if ``on_leader``)."""

@@ -7,7 +7,7 @@ import inspect
 import os
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from runnel.exceptions import Misconfigured
 from runnel.jobs import codec
@@ -256,6 +256,19 @@ class SyncJob(JobFunction[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
+
+
+class JobDecorator(Protocol):
+    """What ``@app.job(...)`` with options returns: the job of an ``async def`` or of a
+    plain ``def``, typed from the function."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, func: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> AsyncJob[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
 
 
 def make_job(
