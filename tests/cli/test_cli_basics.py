@@ -50,7 +50,14 @@ def test_console_script_is_ours(tmp_path: Path) -> None:
         [console_script(), "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"runnel, version {VERSION}"
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"runnel {VERSION}"
+    # Every plugin of the repository, and a third party's: the tests' example plugin.
+    for name in ("runnel-avro", "runnel-dashboard", "runnel-otel", "runnel-redis"):
+        assert f"{name} {VERSION}" in lines[1:], lines
+    assert "runnel-example-plugin 0.1.0" in lines[1:], lines
+    assert lines[1:] == sorted(lines[1:])
+    assert "runnel-core" not in done.stdout
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "runnel")

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -27,6 +27,7 @@ from runnel.settings import Settings, zone_of
 from runnel.store.backend import Backend
 from runnel.store.identity import Producer
 from runnel.store.resolve import backend_for
+from runnel.stream import R as RecordT
 from runnel.stream import Stream, stream_serializer
 from runnel.stream import idempotence_window as window_of
 from runnel.tables import Table, TableBase
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     # The job queue's modules are imported where a job is declared or used: an app of
     # streams only never needs them, and they take a good part of a worker's start.
     from runnel.jobs.batching import EnqueueBatches
-    from runnel.jobs.function import AsyncJob, JobFunction, SyncJob
+    from runnel.jobs.function import AsyncJob, JobDecorator, JobFunction, SyncJob
     from runnel.jobs.periodic import Cron
     from runnel.jobs.portal import Portal
     from runnel.jobs.result import JobResult
@@ -50,18 +51,6 @@ log = logging.getLogger("runnel.app")
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class _JobDecorator(Protocol):
-    """What ``@app.job(...)`` with options returns."""
-
-    @overload
-    def __call__(  # type: ignore[overload-overlap]
-        self, func: Callable[P, Coroutine[Any, Any, R]], /
-    ) -> AsyncJob[P, R]: ...
-
-    @overload
-    def __call__(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
 
 
 @dataclass
@@ -231,7 +220,7 @@ class App:
     def stream(
         self,
         name: str,
-        record: type[Record],
+        record: type[RecordT],
         partition_by: str | Callable[[Any], Any],
         partition_count: int | None = None,
         partition_size: int | None = None,
@@ -241,7 +230,7 @@ class App:
         idempotence_window: float | None = None,
         idempotence_keys: int | None = None,
         idempotency_key: str | None = None,
-    ) -> Stream:
+    ) -> Stream[RecordT]:
         """Declare a stream of ``record`` events, partitioned by ``partition_by``.
 
         ``on_full``: when a partition is at ``partition_size`` with entries a processor
@@ -311,13 +300,13 @@ class App:
 
     def processor(
         self,
-        stream: Stream,
+        stream: Stream[RecordT],
         *,
         exception_policy: ExceptionPolicy | str | None = None,
         middleware: Sequence[Middleware] | None = (),
         name: str | None = None,
         **options: Any,
-    ) -> Callable[[Callable[[Events], Awaitable[Any]]], Processor]:
+    ) -> Callable[[Callable[[Events[RecordT]], Awaitable[Any]]], Processor]:
         """Declare ``async def f(events)`` as a processor of ``stream``'s events.
 
         Returns the :class:`Processor`, which calls ``f`` when called. Options (see
@@ -396,7 +385,7 @@ class App:
         queue: str = DEFAULT_QUEUE,
         rate_limit: str | None = None,
         concurrency_limit: int | None = None,
-    ) -> _JobDecorator: ...
+    ) -> JobDecorator: ...
 
     def job(
         self,
@@ -508,6 +497,12 @@ class App:
         from runnel.jobs.workflow import WorkflowResult
 
         return WorkflowResult(self, workflow_id)
+
+    @overload
+    def task(self, func: F, *, on_leader: bool = False) -> F: ...
+
+    @overload
+    def task(self, func: None = None, *, on_leader: bool = False) -> Callable[[F], F]: ...
 
     def task(self, func: F | None = None, *, on_leader: bool = False) -> Any:
         """Run ``func`` once when a worker starts (only on the leader if ``on_leader``)."""

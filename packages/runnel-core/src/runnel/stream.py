@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from pydantic import ValidationError
+from typing_extensions import TypeVar
 
 from runnel import resend
 from runnel.backpressure import too_big, wait_for_room
@@ -43,8 +44,13 @@ if TYPE_CHECKING:
 DATA = b"data"
 """The single stream field that holds a serialized (non-primitive) record."""
 
+R = TypeVar("R", bound=Record, default=Any)
+"""A stream's record type: ``app.stream(..., record=Order)`` is a ``Stream[Order]``, whose
+``send`` a type checker lets take only ``Order`` records. A bare ``Stream`` annotation
+means ``Stream[Any]``, as before streams were generic."""
 
-class Stream:
+
+class Stream(Generic[R]):
     """A logical stream of ``record`` events split over ``partition_count`` partitions.
 
     Create streams with :meth:`runnel.App.stream`. A record goes to partition
@@ -57,7 +63,7 @@ class Stream:
         self,
         app: Services,
         name: str,
-        record: type[Record],
+        record: type[R],
         partition_by: str | Callable[[Any], Any],
         partition_count: int,
         partition_size: int,
@@ -209,7 +215,7 @@ class Stream:
 
     # Encoding.
 
-    def validate(self, value: Record | dict[str, Any]) -> Record:
+    def validate(self, value: Record | dict[str, Any]) -> R:
         """A record of this stream's type from a record or a plain dict (raises if invalid)."""
         if isinstance(value, self.record):
             return value
@@ -318,7 +324,7 @@ class Stream:
 
     async def send(
         self,
-        *records: Record,
+        *records: R,
         stream_ids: Sequence[str | bytes] | None = None,
         keys: Sequence[Any] | None = None,
     ) -> Appended:

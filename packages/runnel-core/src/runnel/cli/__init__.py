@@ -113,8 +113,28 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``runnel --version``: core's version, then each plugin distribution's, one a line,
+    so that a bug report names every version that ran (docs/cli.md)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from runnel.plugins.inventory import distributions
+
+    click.echo(f"runnel {__version__}")
+    for name, version in distributions():
+        click.echo(f"{name} {version}")
+    ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="runnel")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_versions,
+    help="Print the versions of runnel and of each installed plugin, and exit.",
+)
 @plugin_option
 @click.option("--traceback", "show_stack", is_flag=True, help="Print the whole stack of any error.")
 def cli(plugins: tuple[str, ...], show_stack: bool) -> None:

@@ -7,7 +7,7 @@ import inspect
 import os
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from runnel.exceptions import Misconfigured
 from runnel.jobs import codec
@@ -69,14 +69,34 @@ class JobFunction(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<Job {self.name}>"
 
+    # A type checker checks the arguments of delay() and delay_sync() against the job's
+    # function (ParamSpec), and the result type of its JobResult. A ParamSpec admits no
+    # keyword of its own beside it, so a call with countdown, eta or job_id matches one of
+    # the overloads below it instead: those options are checked, the arguments are checked
+    # at run time (InvalidArguments).
+
+    @overload
+    async def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobResult[R]: ...
+
+    @overload
     async def delay(
         self,
         *args: Any,
-        countdown: float | None = None,
+        countdown: float | None,
         eta: datetime | None = None,
         job_id: str | None = None,
         **kwargs: Any,
-    ) -> JobResult[R]:
+    ) -> JobResult[R]: ...
+
+    @overload
+    async def delay(
+        self, *args: Any, eta: datetime | None, job_id: str | None = None, **kwargs: Any
+    ) -> JobResult[R]: ...
+
+    @overload
+    async def delay(self, *args: Any, job_id: str | None, **kwargs: Any) -> JobResult[R]: ...
+
+    async def delay(self, *args: Any, **kwargs: Any) -> JobResult[R]:
         """Enqueue a call of this job; return once it is stored.
 
         ``countdown`` (seconds) or ``eta`` (a datetime; naive means UTC) run it later.
@@ -84,6 +104,7 @@ class JobFunction(Generic[P, R]):
         and returns the existing job's handle. Arguments are checked against the
         function's signature first (:class:`runnel.jobs.InvalidArguments`).
         """
+        countdown, eta, job_id = options(kwargs)
         enqueuing = instruments().enqueuing
         if enqueuing is not None:  # a plugin (tracing) is told, and may add headers
             headers: dict[str, str] = {}
@@ -105,15 +126,30 @@ class JobFunction(Generic[P, R]):
             stats.enqueued[self.app.name, self.name, self.queue] += 1
         return JobResult(self.app, new.id, self, enqueued)
 
+    @overload
+    def delay_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncJobResult[R]: ...
+
+    @overload
     def delay_sync(
         self,
         *args: Any,
-        countdown: float | None = None,
+        countdown: float | None,
         eta: datetime | None = None,
         job_id: str | None = None,
         **kwargs: Any,
-    ) -> SyncJobResult[R]:
+    ) -> SyncJobResult[R]: ...
+
+    @overload
+    def delay_sync(
+        self, *args: Any, eta: datetime | None, job_id: str | None = None, **kwargs: Any
+    ) -> SyncJobResult[R]: ...
+
+    @overload
+    def delay_sync(self, *args: Any, job_id: str | None, **kwargs: Any) -> SyncJobResult[R]: ...
+
+    def delay_sync(self, *args: Any, **kwargs: Any) -> SyncJobResult[R]:
         """:meth:`delay` for synchronous code (no event loop needed); blocks until stored."""
+        countdown, eta, job_id = options(kwargs)
         enqueuing = instruments().enqueuing
         if enqueuing is not None:  # told here, in the caller's thread and trace context
             headers: dict[str, str] = {}
@@ -197,6 +233,12 @@ class JobFunction(Generic[P, R]):
         )
 
 
+def options(kwargs: dict[str, Any]) -> tuple[float | None, datetime | None, str | None]:
+    """Take delay()'s own keywords (countdown, eta, job_id) out of its keyword arguments:
+    the rest are the job's."""
+    return kwargs.pop("countdown", None), kwargs.pop("eta", None), kwargs.pop("job_id", None)
+
+
 def new_job_id() -> str:
     """A random job id: as random as ``uuid4().hex``, at half the cost."""
     return os.urandom(16).hex()
@@ -214,6 +256,19 @@ class SyncJob(JobFunction[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
+
+
+class JobDecorator(Protocol):
+    """What ``@app.job(...)`` with options returns: the job of an ``async def`` or of a
+    plain ``def``, typed from the function."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, func: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> AsyncJob[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> SyncJob[P, R]: ...
 
 
 def make_job(

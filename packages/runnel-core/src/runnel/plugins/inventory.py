@@ -60,6 +60,14 @@ def inventory() -> list[PluginInfo]:
     return list(infos.values())
 
 
+def distributions() -> list[tuple[str, str]]:
+    """Each installed distribution whose plugins were loaded from an entry point (but
+    runnel-core, whose plugins are built in), with its version: ``runnel --version``."""
+    pm = plugin_manager()
+    found = {(dist.project_name, dist.version) for _, dist in pm.list_plugin_distinfo()}
+    return sorted(found - {("runnel-core", __version__)})
+
+
 def _add_provided(infos: dict[str, PluginInfo]) -> None:
     reg, cmds = registry(), commands()
     for source in (reg, cmds):

@@ -13,7 +13,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 from itertools import islice
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol
+
+from typing_extensions import TypeVar
 
 from runnel.exceptions import RunnelError, StateUnavailable, TransportError
 from runnel.plugins.instruments import plugin_middleware
@@ -27,6 +29,12 @@ if TYPE_CHECKING:
     from runnel.record import Record
     from runnel.stream import Stream
     from runnel.tables.partition import PartitionState
+
+
+R_co = TypeVar("R_co", bound="Record", default=Any, covariant=True)
+"""The records a processor gets: ``Events[Order]`` for a ``Stream[Order]``; a bare
+``Events`` annotation means ``Events[Any]``."""
+S = TypeVar("S", bound="Record", default=Any)
 
 
 @dataclass
@@ -54,7 +62,7 @@ class Feed(Protocol):
     def ensure_state(self) -> PartitionState: ...
 
 
-class Events:
+class Events(Generic[R_co]):
     """The events of one partition, in order, as the processor function receives them.
 
     * ``async for event in events``: raw :class:`~runnel.Event` objects.
@@ -87,13 +95,13 @@ class Events:
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._pipeline(self._single())
 
-    def records(self) -> AsyncIterator[Record]:
+    def records(self) -> AsyncIterator[R_co]:
         if not self._middleware:
             # Nothing between us and the processor needs the events: decode as we go.
             return self._pipeline(self._single(decode=True))
         return self._track(_decode_each(self._pipeline(self._single())))
 
-    async def send(self, stream: Stream, *records: Record | dict[str, Any]) -> None:
+    async def send(self, stream: Stream[S], *records: S | dict[str, Any]) -> None:
         """Send records to ``stream`` with the event being handled: they are appended
         when it is acknowledged, in the same step, so each exactly once (and not at all
         if its iteration fails), in the order sent, per partition of this stream."""
@@ -115,7 +123,7 @@ class Events:
             job_id = hashlib.sha1(job_id.encode()).hexdigest()
         return await job.delay(*args, job_id=job_id, **kwargs)
 
-    def take(self, n: int, within: float) -> Batches:
+    def take(self, n: int, within: float) -> Batches[R_co]:
         if n < 1 or within < 0:
             raise ValueError("take(n, within) needs n >= 1 and within >= 0")
         # Room for two whole batches: full batches form without waiting on `within`, and
@@ -277,7 +285,7 @@ async def state_io(step: Awaitable[None]) -> None:
         raise StateUnavailable(f"the store failed a read of the state: {exc}") from exc
 
 
-class Batches:
+class Batches(Generic[R_co]):
     """``events.take(n, within)``: iterate for lists of events, or ``.records()`` for lists
     of records."""
 
@@ -289,7 +297,7 @@ class Batches:
     def __aiter__(self) -> AsyncIterator[list[Event]]:
         return self._events._pipeline(self._events._batches(self._n, self._within))
 
-    def records(self) -> AsyncIterator[list[Record]]:
+    def records(self) -> AsyncIterator[list[R_co]]:
         events = self._events
         if not events._middleware:
             # Nothing between us and the processor needs the events: decode as we go.
